@@ -1,0 +1,33 @@
+// gpt_train: the main job. mpirun -np N gpt_train [--config FILE.toml] [--key value ...]
+// Libraries throw typed errors; this is the one place that catches them,
+// logs one line and ends every rank with a non-zero exit.
+#include <optional>
+
+#include "comm/mpi_env.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "io/run_config.hpp"
+#include "strategies/trainer.hpp"
+
+int main(int argc, char** argv) {
+  std::optional<gpt::MpiEnv> env;
+  try {
+    env.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  gpt::init_logging(env->rank(), env->size());
+  try {
+    gpt::RunConfig cfg;
+    if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
+    spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+    gpt::Trainer trainer(cfg, *env);
+    trainer.run();
+  } catch (const gpt::Error& e) {
+    env->abort(e.what(), 1);
+  } catch (const std::exception& e) {
+    env->abort(fmt::format("unexpected error: {}", e.what()), 1);
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+// MPI bootstrap: initialisation, world and node-local ranks, and the one way
+// a fatal error ends the job (every rank, never a hang).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace gpt {
+
+class MpiEnv {
+ public:
+  // MPI_Init_thread with MPI_THREAD_FUNNELED (only the main thread calls MPI).
+  // Throws std::runtime_error if the library provides less.
+  MpiEnv(int* argc, char*** argv);
+  ~MpiEnv();
+  MpiEnv(const MpiEnv&) = delete;
+  MpiEnv& operator=(const MpiEnv&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
+
+  // Logs `message` as one line on stderr and ends every rank with `code`.
+  // Used by apps/ for errors that may be raised on a subset of ranks.
+  [[noreturn]] void abort(const std::string& message, int code = 1) const;
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace gpt

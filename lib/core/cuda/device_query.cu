@@ -1,0 +1,27 @@
+#include "core/cuda/device_query.hpp"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+namespace gpt::cuda {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::string device_name(int i) {
+  cudaDeviceProp prop{};
+  cudaError_t err = cudaGetDeviceProperties(&prop, i);
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(err));
+  }
+  return prop.name;
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,14 @@
+// CUDA device discovery, compiled only when the CUDA toolkit is present
+// (GPT_HAVE_CUDA). The CUDA training backend builds on this.
+#pragma once
+
+#include <string>
+
+namespace gpt::cuda {
+
+// Number of visible CUDA devices; 0 when the driver finds none (no throw).
+int device_count();
+// Marketing name of device i, e.g. "NVIDIA H100 80GB HBM3".
+std::string device_name(int i);
+
+}  // namespace gpt::cuda

@@ -1,0 +1,13 @@
+#include "core/threads.hpp"
+
+#include <omp.h>
+
+namespace gpt {
+
+void set_num_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace gpt

@@ -1,0 +1,47 @@
+// GPT-2 byte-level BPE (Radford et al. 2019), reproducing the reference
+// encoder's ids exactly:
+//  1. pre-tokenise with GPT-2's regex (contractions, letters, numbers, other
+//     symbols, whitespace), evaluated by PCRE2 with Unicode properties;
+//  2. map each byte of a piece to GPT-2's printable stand-in character;
+//  3. merge adjacent symbols by lowest merge rank until none applies;
+//  4. look the symbols up in the encoder.
+// Accepts encoder.json + vocab.bpe (OpenAI) or vocab.json + merges.txt (the
+// same data under Hugging Face's names).
+#pragma once
+
+#include <array>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "io/tokenizer.hpp"
+
+namespace gpt {
+
+class Gpt2Tokenizer final : public Tokenizer {
+ public:
+  Gpt2Tokenizer(const std::string& vocab_path, const std::string& merges_path);
+  ~Gpt2Tokenizer() override;
+  Gpt2Tokenizer(const Gpt2Tokenizer&) = delete;
+  Gpt2Tokenizer& operator=(const Gpt2Tokenizer&) = delete;
+
+  void encode(std::string_view text, std::vector<int>& out) const override;
+  std::string decode(std::span<const int> ids) const override;
+  int vocab_size() const override { return static_cast<int>(decoder_.size()); }
+  int eot() const override { return eot_; }
+
+ private:
+  void bpe_piece(std::string_view piece, std::vector<int>& out) const;
+
+  std::unordered_map<std::string, int> encoder_;
+  std::vector<std::string> decoder_;  // id -> raw bytes
+  std::unordered_map<std::string, int> merge_rank_;  // "a b" (mapped symbols) -> rank
+  std::array<std::string, 256> byte_sym_;            // byte -> UTF-8 of its stand-in
+  int eot_ = -1;
+  struct Regex;
+  std::unique_ptr<Regex> re_;
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int>> cache_;
+};
+
+}  // namespace gpt

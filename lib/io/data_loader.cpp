@@ -1,0 +1,128 @@
+#include "io/data_loader.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace gpt {
+namespace {
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<std::string> expand_globs(const std::string& patterns) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= patterns.size()) {
+    size_t end = patterns.find(',', start);
+    if (end == std::string::npos) end = patterns.size();
+    std::string pat = patterns.substr(start, end - start);
+    start = end + 1;
+    if (pat.empty()) continue;
+    glob_t g{};
+    int rc = ::glob(pat.c_str(), GLOB_NOSORT, nullptr, &g);
+    if (rc != 0 || g.gl_pathc == 0) {
+      globfree(&g);
+      throw DataError(fmt::format("{}: no such file (data pattern matched nothing)", pat));
+    }
+    std::vector<std::string> found(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  if (out.empty()) throw DataError("empty data pattern");
+  return out;
+}
+
+DataLoader::DataLoader(LoaderOptions opt) : opt_(std::move(opt)) {
+  const int per_rank = opt_.global_batch / std::max(1, opt_.world);
+  if (opt_.global_batch <= 0 || opt_.micro_batch <= 0 || opt_.global_batch % opt_.world != 0 ||
+      per_rank % opt_.micro_batch != 0) {
+    throw ConfigError(fmt::format("invalid global-batch = {}: must be a positive multiple of micro-batch ({}) x "
+                                  "data-parallel ranks ({})",
+                                  opt_.global_batch, opt_.micro_batch, opt_.world));
+  }
+  accum_ = per_rank / opt_.micro_batch;
+  GPT_CHECK(opt_.seq_len >= 1, "seq_len {}", opt_.seq_len);
+  first_window_.push_back(0);
+  for (const std::string& f : opt_.files) {
+    TokenShard s(f);
+    if (opt_.vocab_size > 0) s.check_vocab(opt_.vocab_size);
+    const int64_t w = s.size() > opt_.seq_len ? (s.size() - 1) / opt_.seq_len : 0;
+    total_tokens_ += s.size();
+    first_window_.push_back(first_window_.back() + w);
+    shards_.push_back(std::move(s));
+  }
+  total_windows_ = first_window_.back();
+  if (total_windows_ < opt_.global_batch) {
+    throw DataError(fmt::format("{}{}: {} tokens give {} sequences of {}+1 tokens, fewer than one global batch "
+                                "({})",
+                                opt_.files.front(), opt_.files.size() > 1 ? " (and others)" : "", total_tokens_,
+                                total_windows_, opt_.seq_len, opt_.global_batch));
+  }
+  build_order();
+}
+
+void DataLoader::build_order() {
+  order_.clear();
+  if (!opt_.shuffle) return;
+  order_.resize(static_cast<size_t>(total_windows_));
+  for (int64_t i = 0; i < total_windows_; ++i) order_[i] = i;
+  // Fisher-Yates with our own generator: std::shuffle's use of the engine is
+  // implementation-defined, this is the same everywhere.
+  uint64_t s = opt_.seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(pos_.epoch) + 1;
+  for (int64_t i = total_windows_ - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(splitmix(s) % static_cast<uint64_t>(i + 1));
+    std::swap(order_[i], order_[j]);
+  }
+}
+
+int64_t DataLoader::window_at(int64_t order_index) const {
+  return order_.empty() ? order_index : order_[order_index];
+}
+
+void DataLoader::micro_batch(int m, int32_t* tokens, int32_t* targets) const {
+  GPT_CHECK(m >= 0 && m < accum_, "micro-batch {} of {}", m, accum_);
+  const int T = opt_.seq_len;
+  const int64_t first = pos_.offset + int64_t(opt_.rank) * (opt_.global_batch / opt_.world) +
+                        int64_t(m) * opt_.micro_batch;
+  for (int i = 0; i < opt_.micro_batch; ++i) {
+    const int64_t w = window_at(first + i);
+    const auto it = std::upper_bound(first_window_.begin(), first_window_.end(), w) - 1;
+    const size_t shard = static_cast<size_t>(it - first_window_.begin());
+    const uint16_t* src = shards_[shard].tokens().data() + (w - *it) * T;
+    for (int t = 0; t < T; ++t) {
+      tokens[i * T + t] = src[t];
+      targets[i * T + t] = src[t + 1];
+    }
+  }
+}
+
+void DataLoader::advance() {
+  pos_.offset += opt_.global_batch;
+  if (pos_.offset + opt_.global_batch > total_windows_) {
+    pos_.offset = 0;
+    ++pos_.epoch;
+    build_order();
+  }
+}
+
+void DataLoader::seek(const LoaderPosition& p) {
+  if (p.epoch < 0 || p.offset < 0 || p.offset + opt_.global_batch > total_windows_) {
+    throw DataError(fmt::format("data position (epoch {}, offset {}) is outside this data set ({} sequences)", p.epoch,
+                                p.offset, total_windows_));
+  }
+  const bool new_epoch = p.epoch != pos_.epoch;
+  pos_ = p;
+  if (new_epoch) build_order();
+}
+
+}  // namespace gpt

@@ -1,0 +1,73 @@
+// Distributed loader over llm.c token shards.
+//
+// The data is cut into windows of seq_len+1 tokens (inputs and shifted
+// targets) starting every seq_len tokens of each shard. An epoch visits the
+// windows in an order shuffled by (seed, epoch) — the same on every rank —
+// and each optimizer step consumes global_batch consecutive windows of that
+// order. Rank r owns windows [r*G/W, (r+1)*G/W) of each global batch and
+// micro-batch m of it the m-th group of micro_batch windows. An epoch ends
+// when fewer than global_batch windows remain (the remainder is skipped).
+// The position (epoch, window offset) is all a resume needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/token_shard.hpp"
+
+namespace gpt {
+
+struct LoaderOptions {
+  std::vector<std::string> files;  // shard paths (already expanded)
+  int seq_len = 0;
+  int global_batch = 0;  // sequences per optimizer step over all ranks
+  int micro_batch = 0;   // sequences per forward/backward on one rank
+  int rank = 0;
+  int world = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  int vocab_size = 0;  // every token is checked against it when a shard opens
+};
+
+struct LoaderPosition {
+  int64_t epoch = 0;
+  int64_t offset = 0;  // windows of this epoch already consumed (all ranks)
+  bool operator==(const LoaderPosition&) const = default;
+};
+
+class DataLoader {
+ public:
+  // Throws DataError for unreadable/invalid shards or too little data, and
+  // ConfigError when the batch sizes do not divide.
+  explicit DataLoader(LoaderOptions opt);
+
+  int accum_steps() const { return accum_; }
+  int64_t num_windows() const { return total_windows_; }
+  int64_t num_tokens() const { return total_tokens_; }
+  // Fills tokens and targets [micro_batch * seq_len] for micro-batch m of
+  // the current step on this rank.
+  void micro_batch(int m, int32_t* tokens, int32_t* targets) const;
+  // Moves to the next optimizer step.
+  void advance();
+  LoaderPosition position() const { return pos_; }
+  void seek(const LoaderPosition& p);
+
+ private:
+  int64_t window_at(int64_t order_index) const;
+  void build_order();
+
+  LoaderOptions opt_;
+  std::vector<TokenShard> shards_;
+  std::vector<int64_t> first_window_;  // prefix sums of windows per shard
+  std::vector<int64_t> order_;         // permutation of this epoch (empty: identity)
+  int64_t total_windows_ = 0, total_tokens_ = 0;
+  int accum_ = 1;
+  LoaderPosition pos_;
+};
+
+// Expands a comma-separated list of glob patterns into sorted file paths.
+// Throws DataError naming the pattern when one matches nothing.
+std::vector<std::string> expand_globs(const std::string& patterns);
+
+}  // namespace gpt

@@ -1,0 +1,277 @@
+#include "io/run_config.hpp"
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "core/error.hpp"
+
+namespace gpt {
+namespace {
+
+// Model overrides are applied after the preset, in this order.
+struct Pending {
+  std::optional<int> n_layer, n_head, n_embd, n_ctx, vocab_size;
+};
+
+template <typename T>
+T parse_number(const std::string& key, const std::string& v) {
+  T out{};
+  const char* b = v.data();
+  const char* e = v.data() + v.size();
+  auto [p, ec] = std::from_chars(b, e, out);
+  if (ec != std::errc() || p != e)
+    throw ConfigError(fmt::format("invalid {} = '{}': expected {}", key, v,
+                                  std::is_integral_v<T> ? "an integer" : "a number"));
+  return out;
+}
+
+int parse_int(const std::string& key, const std::string& v, int lo, int hi = INT32_MAX) {
+  const long long x = parse_number<long long>(key, v);
+  if (x < lo || x > hi) {
+    throw ConfigError(hi == INT32_MAX ? fmt::format("invalid {} = {}: must be >= {}", key, v, lo)
+                                      : fmt::format("invalid {} = {}: must be in [{}, {}]", key, v, lo, hi));
+  }
+  return static_cast<int>(x);
+}
+
+float parse_float(const std::string& key, const std::string& v, double lo, double hi) {
+  const double x = parse_number<double>(key, v);
+  if (!(x >= lo && x <= hi)) throw ConfigError(fmt::format("invalid {} = {}: must be in [{}, {}]", key, v, lo, hi));
+  return static_cast<float>(x);
+}
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "true" || v == "1" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "off") return false;
+  throw ConfigError(fmt::format("invalid {} = '{}': expected true or false", key, v));
+}
+
+std::string one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> allowed,
+                   const std::string& why = "") {
+  for (const char* a : allowed)
+    if (v == a) return v;
+  std::string list;
+  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  throw ConfigError(fmt::format("invalid {} = '{}': expected {}{}", key, v, list, why));
+}
+
+struct Key {
+  std::string name;  // flag name without dashes, '-' separated
+  std::string help;
+  bool is_flag;      // boolean switch on the command line
+  std::function<void(RunConfig&, Pending&, const std::string&)> apply;
+};
+
+std::vector<Key> keys() {
+  using C = RunConfig;
+  using P = Pending;
+  using S = const std::string&;
+  return {
+      {"model", "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b", false,
+       [](C& c, P&, S v) { c.model = v; c.gpt = preset(v); }},
+      {"n-layer", "override: transformer blocks", false, [](C&, P& p, S v) { p.n_layer = parse_int("n-layer", v, 1); }},
+      {"n-head", "override: attention heads", false, [](C&, P& p, S v) { p.n_head = parse_int("n-head", v, 1); }},
+      {"n-embd", "override: width", false, [](C&, P& p, S v) { p.n_embd = parse_int("n-embd", v, 1); }},
+      {"n-ctx", "override: the model's maximum context (rows of wpe)", false,
+       [](C&, P& p, S v) { p.n_ctx = parse_int("n-ctx", v, 1); }},
+      {"vocab-size", "override: vocabulary size (must cover the data's token ids)", false,
+       [](C&, P& p, S v) { p.vocab_size = parse_int("vocab-size", v, 2, 65536); }},
+      {"seq-len", "training sequence length T (<= the model's context; default: the context)", false,
+       [](C& c, P&, S v) { c.seq_len = parse_int("seq-len", v, 1); }},
+      {"strategy", "data-parallel strategy (this build: ddp)", false,
+       [](C& c, P&, S v) {
+         one_of("strategy", v, {"ddp"}, " (zero1/zero2/zero3/hybrid are not in this build yet)");
+         c.strategy = StrategyKind::kDdp;
+       }},
+      {"device", "cpu (the CUDA backend is not in this build yet)", false,
+       [](C& c, P&, S v) { one_of("device", v, {"cpu"}, " (the CUDA backend is not in this build yet)"); c.device = DeviceKind::kCpu; }},
+      {"precision", "fp32 (bf16 comes with the CUDA backend)", false,
+       [](C& c, P&, S v) { one_of("precision", v, {"fp32"}, " (bf16 needs --device cuda)"); c.precision = Precision::kFp32; }},
+      {"threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", false,
+       [](C& c, P&, S v) { c.threads = parse_int("threads", v, 0); }},
+      {"data", "training shards: comma-separated globs of llm.c .bin files", false, [](C& c, P&, S v) { c.data = v; }},
+      {"val-data", "validation shards (globs)", false, [](C& c, P&, S v) { c.val_data = v; }},
+      {"tokenizer", "byte | gpt2: how samples are decoded", false,
+       [](C& c, P&, S v) { c.tokenizer = one_of("tokenizer", v, {"byte", "gpt2"}); }},
+      {"vocab", "gpt2 tokenizer: encoder.json / vocab.json", false, [](C& c, P&, S v) { c.vocab = v; }},
+      {"merges", "gpt2 tokenizer: vocab.bpe / merges.txt", false, [](C& c, P&, S v) { c.merges = v; }},
+      {"global-batch", "sequences per optimizer step over all ranks", false,
+       [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
+      {"micro-batch", "sequences per forward/backward on one rank", false,
+       [](C& c, P&, S v) { c.micro_batch = parse_int("micro-batch", v, 1); }},
+      {"steps", "optimizer steps", false, [](C& c, P&, S v) { c.steps = parse_int("steps", v, 1); }},
+      {"lr", "peak learning rate", false, [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
+      {"min-lr", "learning rate at the end of the cosine decay", false,
+       [](C& c, P&, S v) { c.min_lr = parse_float("min-lr", v, 0, 10); }},
+      {"warmup", "linear warm-up steps", false, [](C& c, P&, S v) { c.warmup = parse_int("warmup", v, 0); }},
+      {"weight-decay", "AdamW decoupled weight decay (2-D weights only)", false,
+       [](C& c, P&, S v) { c.adam.weight_decay = parse_float("weight-decay", v, 0, 10); }},
+      {"beta1", "AdamW beta1", false, [](C& c, P&, S v) { c.adam.beta1 = parse_float("beta1", v, 0, 0.999999); }},
+      {"beta2", "AdamW beta2", false, [](C& c, P&, S v) { c.adam.beta2 = parse_float("beta2", v, 0, 0.999999); }},
+      {"eps", "AdamW epsilon", false, [](C& c, P&, S v) { c.adam.eps = parse_float("eps", v, 1e-30, 1); }},
+      {"clip", "clip gradients to this global norm (0: off)", false,
+       [](C& c, P&, S v) { c.clip = parse_float("clip", v, 0, 1e9); }},
+      {"seed", "seed of initialisation and data order", false,
+       [](C& c, P&, S v) { c.seed = parse_number<uint64_t>("seed", v); }},
+      {"activation-checkpointing", "keep only block inputs; recompute blocks in backward", true,
+       [](C& c, P&, S v) { c.activation_checkpointing = parse_bool("activation-checkpointing", v); }},
+      {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},
+      {"eval-every", "validation loss every N steps (0: only at the end)", false,
+       [](C& c, P&, S v) { c.eval_every = parse_int("eval-every", v, 0); }},
+      {"val-batches", "micro-batches per validation", false,
+       [](C& c, P&, S v) { c.val_batches = parse_int("val-batches", v, 1); }},
+      {"sample-every", "print a decoded sample every N steps (0: only at the end)", false,
+       [](C& c, P&, S v) { c.sample_every = parse_int("sample-every", v, 0); }},
+      {"sample-tokens", "tokens per sample (0: no samples)", false,
+       [](C& c, P&, S v) { c.sample_tokens = parse_int("sample-tokens", v, 0); }},
+      {"log-every", "progress line every N steps", false,
+       [](C& c, P&, S v) { c.log_every = parse_int("log-every", v, 1); }},
+      {"log-level", "trace | debug | info | warn | error", false,
+       [](C& c, P&, S v) { c.log_level = one_of("log-level", v, {"trace", "debug", "info", "warn", "error"}); }},
+  };
+}
+
+std::string normalise_key(std::string k) {
+  for (char& ch : k)
+    if (ch == '_') ch = '-';
+  return k;
+}
+
+std::string toml_value_string(const std::string& file, const std::string& key, const toml::node& n) {
+  if (auto s = n.as_string()) return s->get();
+  if (auto i = n.as_integer()) return std::to_string(i->get());
+  if (auto f = n.as_floating_point()) return fmt::format("{}", f->get());
+  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  throw ConfigError(fmt::format("{}: key '{}' must be a string, number or boolean", file, key));
+}
+
+}  // namespace
+
+std::string to_string(StrategyKind s) {
+  switch (s) {
+    case StrategyKind::kDdp: return "ddp";
+  }
+  return "?";
+}
+
+bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
+  const std::vector<Key> table = keys();
+  CLI::App app{"gpt_train: data-parallel GPT-2 training (see README.md)"};
+  app.set_config();  // we read TOML ourselves: --config is ours
+  std::string config_file;
+  app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it");
+  std::map<std::string, std::string> cli_values;
+  std::map<std::string, bool> cli_flags;
+  for (const Key& k : table) {
+    if (k.is_flag) {
+      app.add_flag("--" + k.name, cli_flags[k.name], k.help);
+    } else {
+      app.add_option("--" + k.name, cli_values[k.name], k.help);
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    fmt::print("{}", app.help());
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(fmt::format("command line: {}", e.what()));
+  }
+
+  // Preset first (model may be in either source; the command line wins).
+  Pending pending;
+  std::vector<std::pair<const Key*, std::string>> ordered;
+  auto find = [&](const std::string& name) -> const Key* {
+    for (const Key& k : table)
+      if (k.name == name) return &k;
+    return nullptr;
+  };
+  if (!config_file.empty()) {
+    toml::table t;
+    try {
+      t = toml::parse_file(config_file);
+    } catch (const toml::parse_error& e) {
+      throw ConfigError(fmt::format("{}:{}:{}: {}", config_file, e.source().begin.line, e.source().begin.column,
+                                    e.description()));
+    }
+    for (auto&& [k, node] : t) {
+      const std::string key = normalise_key(std::string(k.str()));
+      const Key* spec = find(key);
+      if (!spec) throw ConfigError(fmt::format("{}: unknown key '{}'", config_file, std::string(k.str())));
+      ordered.emplace_back(spec, toml_value_string(config_file, key, node));
+    }
+  }
+  for (const Key& k : table) {
+    auto* opt = app.get_option("--" + k.name);
+    if (opt->count() == 0) continue;
+    ordered.emplace_back(&k, k.is_flag ? (cli_flags[k.name] ? "true" : "false") : cli_values[k.name]);
+  }
+  // The preset must be applied before any override of its fields.
+  cfg.gpt = preset(cfg.model);
+  std::stable_partition(ordered.begin(), ordered.end(), [](auto& kv) { return kv.first->name == "model"; });
+  for (auto& [spec, value] : ordered) spec->apply(cfg, pending, value);
+  if (pending.n_layer) cfg.gpt.n_layer = *pending.n_layer;
+  if (pending.n_head) cfg.gpt.n_head = *pending.n_head;
+  if (pending.n_embd) cfg.gpt.n_embd = *pending.n_embd;
+  if (pending.n_ctx) cfg.gpt.seq_len = *pending.n_ctx;
+  if (pending.vocab_size) cfg.gpt.vocab_size = *pending.vocab_size;
+  cfg.gpt.validate();
+
+  if (cfg.seq_len == 0) cfg.seq_len = cfg.gpt.seq_len;
+  if (cfg.seq_len > cfg.gpt.seq_len)
+    throw ConfigError(fmt::format("invalid seq-len = {}: larger than the model's context n-ctx = {}", cfg.seq_len,
+                                  cfg.gpt.seq_len));
+  if (cfg.min_lr > cfg.lr)
+    throw ConfigError(fmt::format("invalid min-lr = {}: larger than lr = {}", cfg.min_lr, cfg.lr));
+  if (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0)
+    throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
+                                  cfg.global_batch, cfg.micro_batch));
+  if (cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+  return true;
+}
+
+nlohmann::json RunConfig::to_json() const {
+  // Floats as their shortest decimal form (0.9, not 0.8999999761581421).
+  auto f = [](float x) { return std::stod(fmt::format("{}", x)); };
+  return {
+      {"model", model},
+      {"n_layer", gpt.n_layer},
+      {"n_head", gpt.n_head},
+      {"n_embd", gpt.n_embd},
+      {"n_ctx", gpt.seq_len},
+      {"vocab_size", gpt.vocab_size},
+      {"padded_vocab", gpt.padded_vocab()},
+      {"seq_len", seq_len},
+      {"strategy", to_string(strategy)},
+      {"device", "cpu"},
+      {"precision", "fp32"},
+      {"threads", threads},
+      {"data", data},
+      {"val_data", val_data},
+      {"tokenizer", tokenizer},
+      {"global_batch", global_batch},
+      {"micro_batch", micro_batch},
+      {"steps", steps},
+      {"lr", f(lr)},
+      {"min_lr", f(min_lr)},
+      {"warmup", warmup},
+      {"weight_decay", f(adam.weight_decay)},
+      {"beta1", f(adam.beta1)},
+      {"beta2", f(adam.beta2)},
+      {"eps", f(adam.eps)},
+      {"clip", f(clip)},
+      {"seed", seed},
+      {"activation_checkpointing", activation_checkpointing},
+      {"eval_every", eval_every},
+      {"val_batches", val_batches},
+      {"sample_every", sample_every},
+      {"sample_tokens", sample_tokens},
+  };
+}
+
+}  // namespace gpt

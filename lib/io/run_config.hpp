@@ -1,0 +1,64 @@
+// The resolved run configuration: TOML file, then command-line overrides.
+//
+// Every key is declared once (run_config.cpp) with its flag name, help and a
+// parser that validates the value; the TOML file and the command line both
+// go through it, so a key means the same thing and is checked the same way
+// in both. TOML keys may use '-' or '_' (global_batch = global-batch).
+// Unknown keys are an error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/adamw.hpp"
+#include "model/config.hpp"
+
+namespace gpt {
+
+enum class StrategyKind { kDdp };
+enum class DeviceKind { kCpu };
+enum class Precision { kFp32 };
+
+struct RunConfig {
+  // model
+  std::string model = "tiny";
+  GPTConfig gpt;  // resolved from the preset plus overrides
+  int seq_len = 0;  // training sequence length; 0 = the model's context
+  // parallelism and placement
+  StrategyKind strategy = StrategyKind::kDdp;
+  DeviceKind device = DeviceKind::kCpu;
+  Precision precision = Precision::kFp32;
+  int threads = 0;  // 0 = OpenMP default
+  // data
+  std::string data, val_data;
+  std::string tokenizer = "byte", vocab, merges;  // for decoding samples
+  // batch and schedule
+  int global_batch = 8, micro_batch = 8;
+  int steps = 100;
+  float lr = 6e-4f, min_lr = 6e-5f;
+  int warmup = 0;
+  AdamWHyper adam;
+  float clip = 1.0f;
+  uint64_t seed = 1337;
+  bool activation_checkpointing = false;
+  // output
+  std::string metrics;
+  int eval_every = 0, val_batches = 8;
+  int sample_every = 0, sample_tokens = 64;
+  int log_every = 1;
+  std::string log_level = "info";
+
+  nlohmann::json to_json() const;
+};
+
+// Parses argv (and the TOML file named by --config). Returns false if the
+// program should exit successfully (--help printed). Throws ConfigError with a
+// one-line message naming the key and value for anything invalid.
+bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg);
+
+std::string to_string(StrategyKind s);
+
+}  // namespace gpt

@@ -1,0 +1,59 @@
+#include "model/cpu/classifier.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "model/cpu/eigen_maps.hpp"
+
+namespace gpt::cpu {
+
+template <typename T>
+void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierShape& s) {
+  const bool grad = a.dinp != nullptr;
+  CMapR<T> W(a.wte, s.Vp, s.C);
+  for (int64_t r0 = 0; r0 < s.N; r0 += a.chunk_rows) {
+    const int64_t rows = std::min(a.chunk_rows, s.N - r0);
+    CMapR<T> x(a.inp + r0 * s.C, rows, s.C);
+    MapR<T> logits(a.logits, rows, s.Vp);
+    logits.noalias() = x * W.transpose();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; ++i) {
+      T* l = logits.row(i).data();
+      const int32_t tgt = a.targets[r0 + i];
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < s.V; ++j) mx = std::max(mx, l[j]);
+      T sum = 0;
+      for (int64_t j = 0; j < s.V; ++j) sum += std::exp(l[j] - mx);
+      const T lse = mx + std::log(sum);
+      a.losses[r0 + i] = lse - l[tgt];
+      if (grad) {
+        for (int64_t j = 0; j < s.V; ++j) l[j] = std::exp(l[j] - lse) * a.loss_scale;
+        l[tgt] -= a.loss_scale;
+        for (int64_t j = s.V; j < s.Vp; ++j) l[j] = 0;
+      }
+    }
+    if (grad) {
+      MapR<T> dx(a.dinp + r0 * s.C, rows, s.C);
+      MapR<T> dW(a.dwte, s.Vp, s.C);
+      dx.noalias() = logits * W;
+      dW.noalias() += logits.transpose() * x;
+    }
+  }
+}
+
+template <typename T>
+void classifier_logits_row(T* logits, const T* inp_row, const T* wte, const ClassifierShape& s) {
+  CMapR<T> W(wte, s.Vp, s.C);
+  CVec<T> x(inp_row, s.C);
+  Vec<T> l(logits, s.Vp);
+  l.noalias() = x * W.transpose();
+  for (int64_t j = s.V; j < s.Vp; ++j) logits[j] = -std::numeric_limits<T>::infinity();
+}
+
+template void classifier_forward_backward<float>(const ClassifierArgs<float>&, const ClassifierShape&);
+template void classifier_forward_backward<double>(const ClassifierArgs<double>&, const ClassifierShape&);
+template void classifier_logits_row<float>(float*, const float*, const float*, const ClassifierShape&);
+template void classifier_logits_row<double>(double*, const double*, const double*, const ClassifierShape&);
+
+}  // namespace gpt::cpu

@@ -1,0 +1,48 @@
+#include "model/cpu/matmul.hpp"
+
+#include "model/cpu/eigen_maps.hpp"
+
+namespace gpt::cpu {
+
+template <typename T>
+void linear_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, int64_t C, int64_t OC) {
+  MapR<T> y(out, N, OC);
+  CMapR<T> x(inp, N, C), W(w, OC, C);
+  y.noalias() = x * W.transpose();  // Eigen's GEMM, threaded by OpenMP
+  if (bias) {
+    CVec<T> b(bias, OC);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) y.row(i) += b;
+  }
+}
+
+template <typename T>
+void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int64_t N,
+                     int64_t C, int64_t OC) {
+  CMapR<T> dy(dout, N, OC), x(inp, N, C), W(w, OC, C);
+  if (dinp) {
+    MapR<T> dx(dinp, N, C);
+    dx.noalias() = dy * W;
+  }
+  MapR<T> dW(dw, OC, C);
+  dW.noalias() += dy.transpose() * x;
+  if (dbias) {
+    // Column sums split by column blocks: deterministic for any thread count.
+    constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+    for (int64_t j0 = 0; j0 < OC; j0 += kBlock) {
+      const int64_t j1 = std::min(OC, j0 + kBlock);
+      for (int64_t i = 0; i < N; ++i) {
+        const T* row = dout + i * OC;
+        for (int64_t j = j0; j < j1; ++j) dbias[j] += row[j];
+      }
+    }
+  }
+}
+
+template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
+template void linear_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t);
+template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
+template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*, int64_t, int64_t, int64_t);
+
+}  // namespace gpt::cpu

@@ -1,0 +1,23 @@
+// Model FLOPs per token for one training step (forward + backward), PaLM's
+// convention (Chowdhery et al. 2022, appendix B):
+//   6 * Ψ_matmul + 12 * L * C * T
+// Ψ_matmul counts every weight that takes part in a matrix product: per block
+// c_attn (3C·C), attn c_proj (C·C), c_fc (4C·C), mlp c_proj (4C·C), plus the
+// tied LM head (V·C, the real vocabulary, not the padded one). Position
+// embeddings, biases and LayerNorms are excluded. 12·L·C·T counts the
+// attention score and value products (2·T·C multiply-adds per token per layer
+// forward, ×3 for forward + backward, ×2 FLOPs per multiply-add), without
+// discounting the causal mask. Recomputation (activation checkpointing) is
+// not counted: this is *model* FLOPs, so MFU is comparable across settings.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.hpp"
+
+namespace gpt {
+
+int64_t matmul_params(const GPTConfig& c);
+double train_flops_per_token(const GPTConfig& c, int seq_len);
+
+}  // namespace gpt

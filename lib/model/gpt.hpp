@@ -1,0 +1,88 @@
+// GPT-2 forward and backward on the CPU, unit by unit.
+//
+// The model owns activations and scratch, never parameters: each call takes
+// the flat buffer of the unit it computes (and of its gradient), so whoever
+// owns parameter storage (a strategy: replicated, sharded, gathered on
+// demand) decides where those live. The model never communicates.
+//
+// Order of calls for one micro-batch:
+//   forward_embedding, forward_block(0..L-1), forward_head   (loss; with
+//   gradients the tied LM head's backward runs here too, see classifier.hpp)
+//   backward_final, backward_block(L-1..0), backward_embedding.
+// Parameter gradients accumulate (+=) into the given buffers.
+//
+// Templated on the scalar type: float for training, double for the
+// finite-difference gradient check.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/memory.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+struct GPTOptions {
+  int max_batch = 1;  // micro-batch sequences
+  int max_seq = 0;    // 0: the model's seq_len
+  bool activation_checkpointing = false;  // keep only block inputs; recompute in backward
+  int64_t classifier_chunk_rows = 0;      // 0: automatic (~32 MiB of logits)
+};
+
+template <typename T>
+class GPT {
+ public:
+  GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker);
+  ~GPT();
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
+
+  // Shape of the next pass: B <= max_batch sequences of Tn <= max_seq tokens.
+  void set_shape(int B, int Tn);
+  int batch() const { return B_; }
+  int seq() const { return T_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  void forward_embedding(const T* emb, const int32_t* tokens);
+  void forward_block(int layer, const T* block);
+  // Final LayerNorm, tied LM head, cross-entropy. Returns the mean loss over
+  // the B*Tn rows. With emb_grad non-null it also runs the head's backward
+  // (d ln_f output kept for backward_final, d wte accumulated into emb_grad)
+  // with d(objective)/d(row loss) = loss_scale.
+  double forward_head(const T* fin, const T* emb, const int32_t* targets, T* emb_grad, T loss_scale);
+
+  void backward_final(const T* fin, T* fin_grad);
+  void backward_block(int layer, const T* block, T* block_grad);
+  void backward_embedding(const int32_t* tokens, T* emb_grad);
+
+  // Sampling: logits[padded_vocab] of one row after forward_embedding and
+  // forward_block(all) (columns >= vocab are -inf).
+  void logits_row(const T* fin, const T* emb, int64_t row, T* out);
+
+ private:
+  struct BlockActs;
+  T* resid(int l);
+  BlockActs& acts(int l);
+  void block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out);
+  void final_ln(const T* fin);
+
+  const ParamLayout& layout_;
+  GPTOptions opt_;
+  int B_ = 0, T_ = 0;
+  int scratch_threads_ = 1;
+  int64_t chunk_rows_ = 0;
+  std::vector<std::unique_ptr<BlockActs>> blocks_;  // L sets, or 1 with checkpointing
+  Buffer<T> resid_;       // (L+1) x [N, C]: block inputs and the last block's output
+  Buffer<T> lnf_, lnf_mean_, lnf_rstd_, dlnf_, losses_, logits_;
+  Buffer<T> dresid_, dbig_, dqkv_, dsmall_, att_scratch_;
+};
+
+// Convenience for tests and single-rank tools: params/grads hold one pointer
+// per unit (layout order). grads empty = forward only. Returns mean loss.
+template <typename T>
+double forward_backward(GPT<T>& m, const std::vector<const T*>& params, const std::vector<T*>& grads,
+                        const int32_t* tokens, const int32_t* targets, T loss_scale);
+
+}  // namespace gpt

@@ -1,0 +1,32 @@
+// Replicated model state: every unit's parameters, gradients and AdamW
+// moments held in full on this rank (DDP's layout; on one rank, all there
+// is). fp32 throughout on the CPU: params are their own master weights.
+#pragma once
+
+#include <vector>
+
+#include "core/memory.hpp"
+#include "model/adamw.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+class ReplicatedState {
+ public:
+  ReplicatedState(const ParamLayout& layout, uint64_t seed, MemoryTracker* tracker);
+
+  std::vector<const float*> params() const;
+  std::vector<float*> grads();
+  float* params(size_t unit) { return params_[unit].data(); }
+  float* grads(size_t unit) { return grads_[unit].data(); }
+
+  void zero_grads();
+  double grad_norm() const;  // global L2 norm of all gradients
+  void step(const AdamWHyper& h, const AdamWStep& s);
+
+ private:
+  const ParamLayout& layout_;
+  std::vector<Buffer<float>> params_, grads_, m_, v_;
+};
+
+}  // namespace gpt
