@@ -20,6 +20,7 @@ namespace gpt {
 
 class Gpt2Tokenizer final : public Tokenizer {
  public:
+  using Tokenizer::encode;
   Gpt2Tokenizer(const std::string& vocab_path, const std::string& merges_path);
   ~Gpt2Tokenizer() override;
   Gpt2Tokenizer(const Gpt2Tokenizer&) = delete;

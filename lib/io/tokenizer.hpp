@@ -30,6 +30,7 @@ class Tokenizer {
 
 class ByteTokenizer final : public Tokenizer {
  public:
+  using Tokenizer::encode;
   void encode(std::string_view text, std::vector<int>& out) const override;
   std::string decode(std::span<const int> ids) const override;
   int vocab_size() const override { return 256; }

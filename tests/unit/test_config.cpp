@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "io/run_config.hpp"
+
+namespace gpt {
+namespace {
+
+RunConfig parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "gpt_train");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  RunConfig c;
+  parse_run_config(static_cast<int>(argv.size()), argv.data(), c);
+  return c;
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunConfig, PresetsAndOverrides) {
+  auto c = parse({"--data", "x", "--model", "gpt2-124m", "--n-layer", "2", "--seq-len", "256"});
+  EXPECT_EQ(c.gpt.n_layer, 2);
+  EXPECT_EQ(c.gpt.n_embd, 768);
+  EXPECT_EQ(c.seq_len, 256);
+  auto d = parse({"--data", "x"});
+  EXPECT_EQ(d.gpt, preset("tiny"));
+  EXPECT_EQ(d.seq_len, preset("tiny").seq_len);
+}
+
+TEST(RunConfig, TomlThenCommandLineOverrides) {
+  const auto p = std::filesystem::temp_directory_path() / "gpt_cfg_test.toml";
+  {
+    std::ofstream f(p);
+    f << "model = \"tiny\"\nlr = 0.01\nglobal_batch = 32\nmicro-batch = 4\nactivation_checkpointing = true\n"
+         "data = \"a.bin\"\n";
+  }
+  auto c = parse({"--config", p.string(), "--lr", "0.002"});
+  EXPECT_FLOAT_EQ(c.lr, 0.002f);
+  EXPECT_EQ(c.global_batch, 32);
+  EXPECT_EQ(c.micro_batch, 4);
+  EXPECT_TRUE(c.activation_checkpointing);
+  EXPECT_EQ(c.data, "a.bin");
+  {
+    std::ofstream f(p);
+    f << "learning_rate = 0.01\n";
+  }
+  EXPECT_NE(error_of({"--config", p.string()}).find("unknown key 'learning_rate'"), std::string::npos);
+  std::filesystem::remove(p);
+}
+
+TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
+  EXPECT_EQ(error_of({"--data", "x", "--lr", "-1"}), "invalid lr = -1: must be in [0, 10]");
+  EXPECT_EQ(error_of({"--data", "x", "--seq-len", "4096"}),
+            "invalid seq-len = 4096: larger than the model's context n-ctx = 128");
+  EXPECT_EQ(error_of({"--data", "x", "--global-batch", "10", "--micro-batch", "4"}),
+            "invalid global-batch = 10: must be a multiple of micro-batch = 4");
+  EXPECT_EQ(error_of({"--data", "x", "--steps", "ten"}), "invalid steps = 'ten': expected an integer");
+  EXPECT_NE(error_of({"--data", "x", "--model", "gpt5"}).find("invalid model = 'gpt5'"), std::string::npos);
+  EXPECT_NE(error_of({"--data", "x", "--n-head", "3"}).find("invalid n_embd = 128: must be a multiple of n_head"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--data", "x", "--bogus", "1"}).find("command line"), std::string::npos);
+  EXPECT_EQ(error_of({}), "missing data: give --data GLOB (llm.c token shards)");
+}
+
+}  // namespace
+}  // namespace gpt

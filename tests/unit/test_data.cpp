@@ -1,0 +1,169 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "core/error.hpp"
+#include "io/data_loader.hpp"
+#include "io/token_shard.hpp"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("gpt_data_test_{}", ::getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::vector<uint16_t>& toks) {
+    std::string p = (dir_ / name).string();
+    ShardWriter w(p);
+    w.append(toks);
+    w.close();
+    return p;
+  }
+  fs::path dir_;
+};
+
+std::vector<uint16_t> iota_tokens(size_t n, uint16_t mod = 1000) {
+  std::vector<uint16_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = uint16_t(i % mod);
+  return t;
+}
+
+TEST_F(DataTest, ShardRoundTripInLlmcFormat) {
+  auto toks = iota_tokens(1000);
+  auto p = write("a.bin", toks);
+  EXPECT_EQ(fs::file_size(p), 1024u + 2 * 1000);
+  std::ifstream f(p, std::ios::binary);
+  int32_t hdr[3];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  EXPECT_EQ(hdr[0], 20240520);
+  EXPECT_EQ(hdr[1], 1);
+  EXPECT_EQ(hdr[2], 1000);
+  TokenShard s(p);
+  ASSERT_EQ(s.size(), 1000);
+  EXPECT_TRUE(std::equal(toks.begin(), toks.end(), s.tokens().begin()));
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
+}
+
+void expect_data_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "no error; expected one containing '" << needle << "'";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "not one line: " << e.what();
+  }
+}
+
+TEST_F(DataTest, BadShardsAreRefusedNamingTheFile) {
+  const std::string missing = (dir_ / "missing.bin").string();
+  expect_data_error([&] { TokenShard s(missing); }, missing);
+
+  auto p = write("t.bin", iota_tokens(100));
+  fs::resize_file(p, 1024 + 150);  // 75 of 100 tokens
+  expect_data_error([&] { TokenShard s(p); }, "truncated shard");
+  fs::resize_file(p, 500);
+  expect_data_error([&] { TokenShard s(p); }, "shorter than the 1024-byte header");
+
+  auto q = write("m.bin", iota_tokens(10));
+  {
+    std::fstream f(q, std::ios::in | std::ios::out | std::ios::binary);
+    int32_t bad = 12345;
+    f.write(reinterpret_cast<char*>(&bad), 4);
+  }
+  expect_data_error([&] { TokenShard s(q); }, "bad magic 12345");
+}
+
+TEST_F(DataTest, TokensOutsideTheVocabularyAreRefused) {
+  auto toks = iota_tokens(50, 300);
+  toks[42] = 256;
+  auto p = write("v.bin", toks);
+  TokenShard s(p);
+  expect_data_error([&] { s.check_vocab(256); }, "token id 256 at position 42");
+  EXPECT_NO_THROW(s.check_vocab(257));
+}
+
+TEST_F(DataTest, RanksPartitionTheGlobalBatchAndMicroBatchesCoverIt) {
+  // Windows are identified by their first token (shard 0: 0.., shard 1: 5000..).
+  std::vector<uint16_t> a(16 * 40 + 1), b(16 * 30 + 1);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 5000);
+  std::vector<std::string> files{write("a.bin", a), write("b.bin", b)};
+  const int T = 16, G = 12, M = 3, W = 2;
+  // Single rank reference: one micro-batch of the whole global batch.
+  DataLoader ref({files, T, G, G, 0, 1, 9, true, 0});
+  for (int step = 0; step < 8; ++step) {  // crosses an epoch boundary (70 windows / 12)
+    std::vector<int32_t> rt(G * T), rg(G * T);
+    ref.micro_batch(0, rt.data(), rg.data());
+    std::vector<int32_t> got;
+    for (int r = 0; r < W; ++r) {
+      DataLoader l({files, T, G, M, r, W, 9, true, 0});
+      ASSERT_EQ(l.accum_steps(), 2);
+      l.seek(ref.position());
+      for (int m = 0; m < l.accum_steps(); ++m) {
+        std::vector<int32_t> t(M * T), g(M * T);
+        l.micro_batch(m, t.data(), g.data());
+        for (int i = 0; i < M * T; ++i) EXPECT_EQ(g[i], t[i] + 1);  // targets are inputs shifted by one
+        got.insert(got.end(), t.begin(), t.end());
+      }
+    }
+    EXPECT_EQ(got, rt) << "step " << step;
+    ref.advance();
+  }
+  EXPECT_EQ(ref.position().epoch, 1);
+}
+
+TEST_F(DataTest, ShuffleIsSeededAndResumable) {
+  std::vector<std::string> files{write("a.bin", iota_tokens(8 * 200 + 1, 60000))};
+  auto first_tokens = [&](DataLoader& l, int steps) {
+    std::vector<int32_t> out;
+    std::vector<int32_t> t(4 * 8), g(4 * 8);
+    for (int s = 0; s < steps; ++s) {
+      l.micro_batch(0, t.data(), g.data());
+      for (int i = 0; i < 4; ++i) out.push_back(t[i * 8]);
+      l.advance();
+    }
+    return out;
+  };
+  DataLoader a({files, 8, 4, 4, 0, 1, 1, true, 0}), b({files, 8, 4, 4, 0, 1, 1, true, 0}),
+      c({files, 8, 4, 4, 0, 1, 2, true, 0});
+  auto sa = first_tokens(a, 60);
+  EXPECT_EQ(sa, first_tokens(b, 60));
+  EXPECT_NE(sa, first_tokens(c, 60));
+  std::set<int32_t> uniq(sa.begin(), sa.begin() + 200);  // one epoch: every window once
+  EXPECT_EQ(uniq.size(), 200u);
+  // Resume from a saved position reproduces the rest of the stream.
+  DataLoader d({files, 8, 4, 4, 0, 1, 1, true, 0});
+  first_tokens(d, 55);
+  const LoaderPosition pos = d.position();
+  DataLoader e({files, 8, 4, 4, 0, 1, 1, true, 0});
+  e.seek(pos);
+  auto tail = first_tokens(e, 5);
+  EXPECT_EQ(tail, std::vector<int32_t>(sa.end() - 20, sa.end()));  // 5 steps x 4 sequences
+}
+
+TEST_F(DataTest, TooLittleDataOrNonDividingBatchIsAnError) {
+  std::vector<std::string> files{write("s.bin", iota_tokens(100))};
+  expect_data_error([&] { DataLoader l({files, 16, 8, 8, 0, 1, 1, true, 0}); }, "fewer than one global batch");
+  EXPECT_THROW(DataLoader({files, 4, 6, 4, 0, 1, 1, true, 0}), ConfigError);
+}
+
+TEST_F(DataTest, GlobsExpandSortedAndMissingPatternsFail) {
+  write("x_train_000001.bin", iota_tokens(10));
+  write("x_train_000000.bin", iota_tokens(10));
+  auto files = expand_globs((dir_ / "x_train_*.bin").string());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_LT(files[0], files[1]);
+  expect_data_error([&] { expand_globs((dir_ / "nothing_*.bin").string()); }, "matched nothing");
+}
+
+}  // namespace
+}  // namespace gpt

@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "model/adamw.hpp"
+#include "model/flops.hpp"
+#include "model/init.hpp"
+#include "model/layout.hpp"
+#include "model/schedule.hpp"
+
+namespace gpt {
+namespace {
+
+TEST(Layout, Gpt2SizesMatchThePublishedModels) {
+  // Parameter counts of OpenAI's checkpoints (tied head, wpe included).
+  EXPECT_EQ(ParamLayout(preset("gpt2-124m")).model_numel(), 124439808);
+  EXPECT_EQ(ParamLayout(preset("gpt2-350m")).model_numel(), 354823168);
+  EXPECT_EQ(ParamLayout(preset("gpt2-774m")).model_numel(), 774030080);
+  EXPECT_EQ(ParamLayout(preset("gpt2-1.5b")).model_numel(), 1557611200);
+  EXPECT_EQ(preset("gpt2-124m").padded_vocab(), 50304);
+}
+
+TEST(Layout, UnitsAreContiguousAndNamedLikeNanoGPT) {
+  ParamLayout L(preset("tiny"));
+  ASSERT_EQ(L.num_units(), size_t(preset("tiny").n_layer + 2));
+  int64_t total = 0;
+  for (const UnitSpec& u : L.units()) {
+    int64_t off = 0;
+    for (const TensorSpec& t : u.tensors) {
+      EXPECT_EQ(t.offset, off) << t.name;
+      off += t.numel;
+    }
+    EXPECT_EQ(off, u.numel);
+    total += u.numel;
+  }
+  EXPECT_EQ(total, L.total_numel());
+  EXPECT_EQ(L.unit(1).tensors[2].name, "transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(L.unit(1).tensors[2].shape, (std::vector<int64_t>{3 * 128, 128}));
+  EXPECT_EQ(L.unit(L.final_unit()).tensors[0].name, "transformer.ln_f.weight");
+}
+
+TEST(Init, AnySliceEqualsTheSameSliceOfTheWholeUnit) {
+  ParamLayout L(GPTConfig{2, 2, 16, 8, 100});
+  for (const UnitSpec& u : L.units()) {
+    std::vector<float> whole(u.numel);
+    init_unit(u, 42, whole.data());
+    for (int64_t parts : {3, 7}) {  // uneven shards cutting through tensors
+      const int64_t step = (u.numel + parts - 1) / parts;
+      for (int64_t b = 0; b < u.numel; b += step) {
+        const int64_t e = std::min(u.numel, b + step);
+        std::vector<float> piece(e - b);
+        init_unit_range(u, 42, b, e, piece.data());
+        for (int64_t i = b; i < e; ++i) ASSERT_EQ(piece[i - b], whole[i]) << u.name << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Init, Gpt2SchemeStatistics) {
+  GPTConfig c{4, 4, 128, 64, 256};
+  ParamLayout L(c);
+  std::vector<float> blk(L.unit(1).numel);
+  init_unit(L.unit(1), 1, blk.data());
+  auto stdev = [&](const TensorSpec& t) {
+    double s = 0;
+    for (int64_t i = 0; i < t.numel; ++i) s += double(blk[t.offset + i]) * blk[t.offset + i];
+    return std::sqrt(s / t.numel);
+  };
+  const auto& ts = L.unit(1).tensors;
+  EXPECT_NEAR(stdev(ts[2]), 0.02, 0.0005);                         // c_attn.weight
+  EXPECT_NEAR(stdev(ts[4]), 0.02 / std::sqrt(2.0 * 4), 0.0004);    // attn.c_proj.weight: scaled
+  EXPECT_EQ(blk[ts[0].offset], 1.f);                               // ln_1.weight
+  EXPECT_EQ(blk[ts[1].offset], 0.f);                               // ln_1.bias
+  // Different seeds give different weights; the same seed the same.
+  std::vector<float> again(L.unit(1).numel), other(L.unit(1).numel);
+  init_unit(L.unit(1), 1, again.data());
+  init_unit(L.unit(1), 2, other.data());
+  EXPECT_EQ(blk, again);
+  EXPECT_NE(blk, other);
+}
+
+TEST(Schedule, WarmupThenCosineToMinLr) {
+  LRSchedule s{1.0f, 0.1f, 10, 110};
+  EXPECT_FLOAT_EQ(s.at(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.at(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.at(10), 1.0f);
+  EXPECT_NEAR(s.at(60), 0.55f, 1e-6);
+  EXPECT_NEAR(s.at(110), 0.1f, 1e-6);
+  EXPECT_NEAR(s.at(500), 0.1f, 1e-6);
+}
+
+TEST(AdamW, MatchesTheClosedFormFirstStep) {
+  // After one step from m = v = 0, the bias-corrected update is lr * sign(g)
+  // (up to eps), plus decoupled decay on 2-D weights only.
+  ParamLayout L(GPTConfig{1, 1, 4, 4, 8});
+  const UnitSpec& u = L.unit(1);
+  std::vector<float> p(u.numel, 1.f), g(u.numel), m(u.numel), v(u.numel);
+  for (int64_t i = 0; i < u.numel; ++i) g[i] = (i % 2 ? 1.f : -1.f) * (0.5f + i);
+  AdamWHyper h{0.9f, 0.95f, 1e-8f, 0.1f};
+  adamw_update(u, 0, u.numel, p.data(), g.data(), m.data(), v.data(), h, {0.01f, 1, 1.f});
+  for (const TensorSpec& t : u.tensors) {
+    for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+      const float expect = (t.decay ? 1.f - 0.01f * 0.1f : 1.f) - 0.01f * (g[i] > 0 ? 1.f : -1.f);
+      ASSERT_NEAR(p[i], expect, 1e-6) << t.name;
+    }
+  }
+}
+
+TEST(Clip, ScaleOnlyAboveTheThreshold) {
+  EXPECT_EQ(clip_scale(0.5, 1.f), 1.f);
+  EXPECT_NEAR(clip_scale(4.0, 1.f), 0.25f, 1e-6);
+  EXPECT_EQ(clip_scale(4.0, 0.f), 1.f);  // off
+  std::vector<float> g(100000, 0.5f);
+  EXPECT_DOUBLE_EQ(sum_squares(g.data(), int64_t(g.size())), 25000.0);
+}
+
+TEST(Flops, PalmFormulaForGpt2Small) {
+  GPTConfig c = preset("gpt2-124m");
+  // 12 * 12 * 768^2 + 50257 * 768 = 123,532,032 matmul weights.
+  EXPECT_EQ(matmul_params(c), 123532032);
+  EXPECT_DOUBLE_EQ(train_flops_per_token(c, 1024), 6.0 * 123532032 + 12.0 * 12 * 768 * 1024);
+}
+
+}  // namespace
+}  // namespace gpt

@@ -1,0 +1,166 @@
+// Finite-difference check of the analytic backward pass, in double precision
+// so the check is sharp: central differences with h = 1e-6 have truncation
+// error ~h^2 and round-off ~1e-16/h, both far below the 1e-7 relative
+// tolerance, while any wrong term in a backward formula is O(1) off.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model/gpt.hpp"
+#include "model/init.hpp"
+
+namespace gpt {
+namespace {
+
+struct Fixture {
+  GPTConfig cfg{2, 2, 8, 8, 37};  // vocab 37 -> padded 128: padding exercised
+  ParamLayout layout{cfg};
+  int B = 2, T = 5;               // T < n_ctx: a shorter sequence than the model allows
+  std::vector<std::vector<double>> params, grads;
+  std::vector<int32_t> tokens, targets;
+
+  explicit Fixture(uint64_t seed = 7) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(0.0, 0.1);
+    for (const UnitSpec& u : layout.units()) {
+      params.emplace_back(u.numel);
+      grads.emplace_back(u.numel, 0.0);
+      init_unit(u, seed, params.back().data());
+      // Perturb everything (LayerNorm weights 1 and biases 0 would hide
+      // mistakes), except wte's padded rows, which must stay exactly zero.
+      for (const TensorSpec& t : u.tensors)
+        for (int64_t i = 0; i < t.init_numel; ++i) params.back()[t.offset + i] += noise(rng);
+    }
+    for (int i = 0; i < B * T; ++i) {
+      tokens.push_back(int32_t(rng() % 20));  // tokens < 20: wte rows 20..36 get head gradient only
+      targets.push_back(int32_t(rng() % cfg.vocab_size));
+    }
+  }
+  std::vector<const double*> P() const {
+    std::vector<const double*> p;
+    for (auto& v : params) p.push_back(v.data());
+    return p;
+  }
+  std::vector<double*> G() {
+    std::vector<double*> g;
+    for (auto& v : grads) g.push_back(v.data());
+    return g;
+  }
+};
+
+double loss_of(GPT<double>& m, Fixture& f) {
+  return forward_backward<double>(m, f.P(), {}, f.tokens.data(), f.targets.data(), 0.0);
+}
+
+void check_gradients(bool checkpointing) {
+  Fixture f;
+  MemoryTracker mem;
+  // Chunks of 3 rows: the fused classifier's chunk loop is exercised too.
+  GPT<double> m(f.layout, {f.B, f.cfg.seq_len, checkpointing, 3}, &mem);
+  m.set_shape(f.B, f.T);
+  const double N = f.B * f.T;
+  forward_backward<double>(m, f.P(), f.G(), f.tokens.data(), f.targets.data(), 1.0 / N);
+
+  const double h = 1e-6;
+  int checked = 0;
+  for (size_t u = 0; u < f.layout.num_units(); ++u) {
+    for (const TensorSpec& t : f.layout.unit(u).tensors) {
+      std::vector<int64_t> idx;
+      if (t.name == "transformer.wte.weight") {
+        const int64_t C = f.cfg.n_embd;
+        idx = {f.tokens[0] * C, f.tokens[3] * C + 5, 25 * C + 1, 36 * C + 7};  // embedding+head rows, head-only rows
+      } else if (t.name == "transformer.wpe.weight") {
+        idx = {0, 9, 4 * f.cfg.n_embd + 3};  // positions 0, 1, 4 (all < T)
+      } else {
+        for (int k = 0; k < 5; ++k) idx.push_back((k * 7919 + 13) % t.numel);
+      }
+      for (int64_t i : idx) {
+        double& p = f.params[u][t.offset + i];
+        const double saved = p;
+        p = saved + h;
+        const double lp = loss_of(m, f);
+        p = saved - h;
+        const double lm = loss_of(m, f);
+        p = saved;
+        const double fd = (lp - lm) / (2 * h);
+        const double an = f.grads[u][t.offset + i];
+        EXPECT_NEAR(an, fd, 1e-7 * std::max(1.0, std::abs(fd)) + 1e-9)
+            << t.name << "[" << i << "] checkpointing=" << checkpointing;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 + 3 + 5 * 12 * f.cfg.n_layer + 5 * 2);
+  // Padded wte rows never receive gradient (excluded from softmax and loss).
+  const int64_t C = f.cfg.n_embd;
+  for (int64_t i = int64_t(f.cfg.vocab_size) * C; i < int64_t(f.cfg.padded_vocab()) * C; ++i)
+    ASSERT_EQ(f.grads[0][i], 0.0) << "padded wte element " << i;
+}
+
+TEST(ModelGradient, FiniteDifferencesEveryTensorKind) { check_gradients(false); }
+TEST(ModelGradient, FiniteDifferencesWithActivationCheckpointing) { check_gradients(true); }
+
+// The input (embedding) path: gradient with respect to the residual stream
+// entering block 0, through everything above it, checked by moving wpe row t
+// (which adds to exactly position t's input) along a random direction.
+TEST(ModelGradient, DirectionalDerivativeOfInputPath) {
+  Fixture f(11);
+  MemoryTracker mem;
+  GPT<double> m(f.layout, {f.B, f.cfg.seq_len, false, 0}, &mem);
+  m.set_shape(f.B, f.T);
+  forward_backward<double>(m, f.P(), f.G(), f.tokens.data(), f.targets.data(), 1.0 / (f.B * f.T));
+  const int64_t C = f.cfg.n_embd, wpe = f.layout.wpe_offset();
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd;
+  std::vector<double> dir(size_t(f.T * C));
+  double analytic = 0;
+  for (int64_t i = 0; i < f.T * C; ++i) {
+    dir[i] = nd(rng);
+    analytic += dir[i] * f.grads[0][wpe + i];
+  }
+  const double h = 1e-6;
+  auto shifted = [&](double s) {
+    for (int64_t i = 0; i < f.T * C; ++i) f.params[0][wpe + i] += s * dir[i];
+    const double l = loss_of(m, f);
+    for (int64_t i = 0; i < f.T * C; ++i) f.params[0][wpe + i] -= s * dir[i];
+    return l;
+  };
+  const double fd = (shifted(h) - shifted(-h)) / (2 * h);
+  EXPECT_NEAR(analytic, fd, 1e-7 * std::abs(fd));
+}
+
+TEST(ActivationCheckpointing, IdenticalGradientsAndLessMemory) {
+  GPTConfig cfg{3, 4, 32, 16, 50};
+  ParamLayout layout(cfg);
+  std::vector<std::vector<float>> params;
+  for (const UnitSpec& u : layout.units()) {
+    params.emplace_back(u.numel);
+    init_unit(u, 5, params.back().data());
+  }
+  std::vector<const float*> P;
+  for (auto& p : params) P.push_back(p.data());
+  std::vector<int32_t> tok(4 * 16), tgt(4 * 16);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    tok[i] = int32_t((i * 31 + 7) % 50);
+    tgt[i] = int32_t((i * 17 + 3) % 50);
+  }
+  std::vector<std::vector<float>> grads[2];
+  int64_t act_bytes[2];
+  double loss[2];
+  for (int ck = 0; ck < 2; ++ck) {
+    MemoryTracker mem;
+    GPT<float> m(layout, {4, 16, ck == 1, 0}, &mem);
+    act_bytes[ck] = mem.bytes(MemCategory::kActivations);
+    std::vector<float*> G;
+    for (const UnitSpec& u : layout.units()) grads[ck].emplace_back(u.numel, 0.f);
+    for (auto& g : grads[ck]) G.push_back(g.data());
+    loss[ck] = forward_backward<float>(m, P, G, tok.data(), tgt.data(), 1.f / 64);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  for (size_t u = 0; u < grads[0].size(); ++u) EXPECT_EQ(grads[0][u], grads[1][u]) << "unit " << u;  // bitwise
+  EXPECT_LT(act_bytes[1], act_bytes[0] * 2 / 3) << act_bytes[1] << " vs " << act_bytes[0];
+}
+
+}  // namespace
+}  // namespace gpt
