@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Fixture for the bad-input tests: a good shard and damaged copies of it.
+#   make_bad_data.sh PREPARE_DATA_BINARY OUT_DIR
+set -euo pipefail
+prep="$1"; out="$2"
+rm -rf "$out"; mkdir -p "$out"
+python3 - "$out/text.txt" <<'PY'
+import sys
+words = "the quick brown fox jumps over the lazy dog while the cat sleeps".split()
+with open(sys.argv[1], "w") as f:
+    for i in range(4000):
+        f.write(" ".join(words[(i * 7 + j) % len(words)] for j in range(8)) + ".\n")
+PY
+"$prep" --input "$out/text.txt" --out "$out" --name good --val-fraction 0.1 >/dev/null
+cp "$out/good_train_000000.bin" "$out/truncated.bin"
+truncate -s -1000 "$out/truncated.bin"
+cp "$out/good_train_000000.bin" "$out/badmagic.bin"
+printf '\x39\x30\x00\x00' | dd of="$out/badmagic.bin" bs=1 conv=notrunc status=none
+printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
