@@ -14,19 +14,9 @@ ReplicatedState::ReplicatedState(const ParamLayout& layout, uint64_t seed, Memor
     m_.emplace_back(u.numel, MemCategory::kOptim, tracker);
     v_.emplace_back(u.numel, MemCategory::kOptim, tracker);
     init_unit(u, seed, params_.back().data());
+    param_ptrs_.push_back(params_.back().data());
+    grad_ptrs_.push_back(grads_.back().data());
   }
-}
-
-std::vector<const float*> ReplicatedState::params() const {
-  std::vector<const float*> out;
-  for (const auto& b : params_) out.push_back(b.data());
-  return out;
-}
-
-std::vector<float*> ReplicatedState::grads() {
-  std::vector<float*> out;
-  for (auto& b : grads_) out.push_back(b.data());
-  return out;
 }
 
 void ReplicatedState::zero_grads() {

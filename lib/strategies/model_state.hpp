@@ -15,8 +15,9 @@ class ReplicatedState {
  public:
   ReplicatedState(const ParamLayout& layout, uint64_t seed, MemoryTracker* tracker);
 
-  std::vector<const float*> params() const;
-  std::vector<float*> grads();
+  // One pointer per unit, layout order; built once (no allocation per call).
+  const std::vector<const float*>& params() const { return param_ptrs_; }
+  const std::vector<float*>& grads() { return grad_ptrs_; }
   float* params(size_t unit) { return params_[unit].data(); }
   float* grads(size_t unit) { return grads_[unit].data(); }
 
@@ -27,6 +28,8 @@ class ReplicatedState {
  private:
   const ParamLayout& layout_;
   std::vector<Buffer<float>> params_, grads_, m_, v_;
+  std::vector<const float*> param_ptrs_;
+  std::vector<float*> grad_ptrs_;
 };
 
 }  // namespace gpt

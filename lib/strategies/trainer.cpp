@@ -146,6 +146,7 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(),
          env.size(), num_threads(), gemm_peak / 1e9);
 
+    if (val_loader) log0("step 0: val loss {:.4f}", evaluate());
     TrainSummary sum;
     const float loss_scale = 1.f / float(tokens_per_step);
     double steady_time = 0;
