@@ -1,5 +1,7 @@
 #include "comm/mpi_env.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <stdexcept>
 
@@ -7,10 +9,12 @@ namespace gpt {
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-  if (provided < MPI_THREAD_FUNNELED) {
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
     MPI_Finalize();
-    throw std::runtime_error("MPI library provides less than MPI_THREAD_FUNNELED");
+    throw std::runtime_error(
+        "the MPI library provides thread level " + std::to_string(provided) +
+        ", this program needs MPI_THREAD_MULTIPLE (communicators progress on their own threads)");
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -20,6 +24,29 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
+  int leader = local_rank_ == 0 ? 1 : 0, minmax[2] = {local_size_, -local_size_};
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  num_nodes_ = leader;
+  uniform_ = minmax[0] == -minmax[1];
+  char host[256] = "?";
+  gethostname(host, sizeof host);
+  host_ = host;
+}
+
+std::string MpiEnv::slurm_summary() const {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job) return "";
+  auto get = [](const char* k) -> std::string {
+    const char* v = std::getenv(k);
+    return v ? v : "unset";
+  };
+  const std::string procid = get("SLURM_PROCID"), localid = get("SLURM_LOCALID");
+  const bool agree = procid == std::to_string(rank_) && localid == std::to_string(local_rank_);
+  return "SLURM_JOB_ID=" + std::string(job) + " SLURM_PROCID=" + procid + " SLURM_LOCALID=" + localid +
+         (agree ? " (agree with MPI)"
+                : " (differ from MPI rank " + std::to_string(rank_) + " / local " + std::to_string(local_rank_) +
+                      ": launched by mpirun inside the allocation?)");
 }
 
 MpiEnv::~MpiEnv() {

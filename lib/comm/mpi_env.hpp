@@ -4,14 +4,16 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace gpt {
 
 class MpiEnv {
  public:
-  // MPI_Init_thread with MPI_THREAD_FUNNELED (only the main thread calls MPI).
-  // Throws std::runtime_error if the library provides less.
+  // MPI_Init_thread with MPI_THREAD_MULTIPLE: each communicator runs its
+  // collectives on its own progress thread, and those call MPI concurrently.
+  // Throws std::runtime_error naming the level if the library provides less.
   MpiEnv(int* argc, char*** argv);
   ~MpiEnv();
   MpiEnv(const MpiEnv&) = delete;
@@ -21,6 +23,14 @@ class MpiEnv {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  // Nodes = shared-memory domains. uniform(): every node runs local_size() ranks.
+  int num_nodes() const { return num_nodes_; }
+  bool uniform() const { return uniform_; }
+  std::string hostname() const { return host_; }
+  // Under SLURM: a one-line description of SLURM_JOB_ID/PROCID/LOCALID and
+  // whether they agree with MPI's ranks (they legitimately do not when
+  // mpirun is used inside an allocation); empty outside SLURM.
+  std::string slurm_summary() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
 
   // Logs `message` as one line on stderr and ends every rank with `code`.
@@ -28,7 +38,9 @@ class MpiEnv {
   [[noreturn]] void abort(const std::string& message, int code = 1) const;
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, num_nodes_ = 1;
+  bool uniform_ = true;
+  std::string host_;
 };
 
 }  // namespace gpt

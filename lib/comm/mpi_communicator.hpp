@@ -1,0 +1,58 @@
+// Communicator over MPI on host buffers.
+//
+// Async collectives are executed in issue order by a progress thread that
+// owns this communicator's MPI_Comm (a duplicate of the one given), so they
+// progress while the caller computes: Open MPI's non-blocking collectives
+// would only advance inside MPI calls, and the trainer's compute is Eigen
+// GEMMs that make none. This needs MPI_THREAD_MULTIPLE (see MpiEnv), because
+// the threads of several communicators (mesh groups) call MPI concurrently.
+//
+// fp32 reduces with MPI_FLOAT; bf16 travels as 16-bit words with a
+// user-defined sum (accumulated in fp32 per pair). Averages are sums scaled
+// by 1/size() afterwards.
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "comm/communicator.hpp"
+
+namespace gpt {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+  MPI_Comm comm() const { return comm_; }
+
+  WorkPtr all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) override;
+  WorkPtr reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override;
+  WorkPtr all_gather_async(const void* send, void* recv, size_t send_count, DType t) override;
+  WorkPtr broadcast_async(void* buf, size_t count, DType t, int root) override;
+  WorkPtr barrier_async() override;
+
+ private:
+  struct Task;
+  WorkPtr enqueue(std::function<void()> fn, int64_t bytes);
+  void progress_loop();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace gpt
