@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/mpi_check.hpp"
+#include "core/bf16.hpp"
 #include "core/timer.hpp"
 
 namespace gpt {
@@ -23,21 +24,6 @@ void throw_mpi_error(int code, const char* stmt, const char* file, int line) {
 }
 
 namespace {
-
-float bf16_to_f32(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t f32_to_bf16(float f) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffff) > 0x7f800000) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fff + ((u >> 16) & 1);
-  return uint16_t(u >> 16);
-}
 
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const uint16_t*>(in);
