@@ -1,0 +1,60 @@
+// Communicator over NCCL on device buffers (compiled when CUDA and NCCL are
+// found: GPT_HAVE_NCCL).
+//
+// Ordering: collectives run on this communicator's own non-blocking stream.
+// Before each collective the comm stream waits on an event recorded on the
+// compute stream (so inputs are ready); after it, an event is recorded on
+// the comm stream. Work::wait() makes the *compute stream* wait on that
+// event: the host never blocks. is_completed() queries the event.
+//
+// Time: each collective's duration on the comm stream is read from its
+// start/end events once they have completed and added to stats().time_s.
+// exposed_s stays 0 here: the host is not blocked, and the compute stream's
+// stall is not observable from the host (profile it with nsys).
+//
+// Bootstrap: rank 0 of the MPI group creates the ncclUniqueId and broadcasts
+// it over MPI; every rank then joins with ncclCommInitRank on `device`.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <functional>
+
+#include "comm/communicator.hpp"
+
+namespace gpt {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm group, int device);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+  // The stream collectives follow and that waits for their results (default: the legacy stream 0).
+  void set_compute_stream(cudaStream_t s) { compute_ = s; }
+  cudaStream_t comm_stream() const { return stream_; }
+
+  WorkPtr all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) override;
+  WorkPtr reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override;
+  WorkPtr all_gather_async(const void* send, void* recv, size_t send_count, DType t) override;
+  WorkPtr broadcast_async(void* buf, size_t count, DType t, int root) override;
+  WorkPtr barrier_async() override;
+
+ private:
+  // The one place that orders streams, issues a collective and builds its Work.
+  WorkPtr launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes);
+
+  int rank_ = 0, size_ = 1, device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t compute_ = nullptr;
+  float* barrier_buf_ = nullptr;  // one device float for barrier_async()
+};
+
+}  // namespace gpt
