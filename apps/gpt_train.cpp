@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     gpt::Trainer trainer(cfg, *env);
     trainer.run();
+  } catch (const gpt::ConfigError& e) {
+    env->abort(e.what(), 1, /*same_on_all_ranks=*/true);
   } catch (const gpt::Error& e) {
     env->abort(e.what(), 1);
   } catch (const std::exception& e) {

@@ -55,9 +55,11 @@ MpiEnv::~MpiEnv() {
   if (!finalized) MPI_Finalize();
 }
 
-void MpiEnv::abort(const std::string& message, int code) const {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  std::fflush(stderr);
+void MpiEnv::abort(const std::string& message, int code, bool same_on_all_ranks) const {
+  if (rank_ == 0 || !same_on_all_ranks) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fflush(stderr);
+  }
   if (size_ == 1) {
     MPI_Finalize();
     std::exit(code);

@@ -33,9 +33,11 @@ class MpiEnv {
   std::string slurm_summary() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
 
-  // Logs `message` as one line on stderr and ends every rank with `code`.
-  // Used by apps/ for errors that may be raised on a subset of ranks.
-  [[noreturn]] void abort(const std::string& message, int code = 1) const;
+  // Logs `message` as one line on stderr and ends every rank with `code`
+  // (MPI_Abort when there are several). same_on_all_ranks: the error comes
+  // from input every rank reads identically (the config), so only rank 0
+  // prints it; otherwise every rank that has it prints it.
+  [[noreturn]] void abort(const std::string& message, int code = 1, bool same_on_all_ranks = false) const;
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, num_nodes_ = 1;

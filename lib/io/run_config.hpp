@@ -30,6 +30,8 @@ struct RunConfig {
   // parallelism and placement
   StrategyKind strategy = StrategyKind::kDdp;
   DeviceKind device = DeviceKind::kCpu;
+  std::string comm = "mpi";  // collective backend
+  std::string mesh;          // "RxS"; empty: nodes x ranks per node
   Precision precision = Precision::kFp32;
   int threads = 0;  // 0 = OpenMP default
   // data

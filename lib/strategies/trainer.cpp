@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 
+#include "comm/mesh.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
@@ -34,6 +35,7 @@ std::string format_eta(double s) {
 struct Trainer::Impl {
   const RunConfig& cfg;
   const MpiEnv& env;
+  DeviceMesh2D mesh;
   ParamLayout layout;
   MemoryTracker mem;
   ReplicatedState state;
@@ -46,9 +48,10 @@ struct Trainer::Impl {
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
 
-  Impl(const RunConfig& c, const MpiEnv& e)
+  Impl(const RunConfig& c, const MpiEnv& e, MeshShape shape)
       : cfg(c),
         env(e),
+        mesh(e, shape, parse_comm_backend(c.comm)),
         layout(c.gpt),
         state(layout, c.seed, &mem),
         model(layout, {c.micro_batch, c.seq_len, c.activation_checkpointing, 0}, &mem),
@@ -125,11 +128,13 @@ struct Trainer::Impl {
   TrainSummary run() {
     const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
     const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
+    Communicator* comms[] = {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()};
     nlohmann::json header = {{"type", "run"},
                              {"config", cfg.to_json()},
                              {"strategy", to_string(cfg.strategy)},
                              {"world_size", env.size()},
-                             {"mesh", fmt::format("1x{}", env.size())},
+                             {"mesh", to_string(mesh.shape())},
+                             {"comm_backend", cfg.comm},
                              {"params", layout.model_numel()},
                              {"params_stored", layout.total_numel()},
                              {"train_tokens", loader.num_tokens()},
@@ -154,6 +159,7 @@ struct Trainer::Impl {
     Timer run_timer;
     for (int step = 0; step < cfg.steps; ++step) {
       Timer t;
+      for (Communicator* c : comms) c->stats().reset();
       state.zero_grads();
       double loss = 0;
       for (int m = 0; m < loader.accum_steps(); ++m) {
@@ -172,6 +178,13 @@ struct Trainer::Impl {
         steady_time += dt;
         ++steady_steps;
       }
+      CommTotals comm;
+      for (Communicator* c : comms) {
+        const CommTotals x = c->stats().totals();
+        comm.bytes += x.bytes;
+        comm.time_s += x.time_s;
+        comm.exposed_s += x.exposed_s;
+      }
       const double tps = tokens_per_step / dt;
       const double mfu = flops_per_step / dt / gemm_peak;
       if (step == 0) sum.first_loss = loss;
@@ -185,7 +198,7 @@ struct Trainer::Impl {
                             {"mfu", mfu},
                             {"step_time_s", dt},
                             {"mem", mem_json()},
-                            {"comm", {{"bytes", 0}, {"time_s", 0.0}, {"exposed_s", 0.0}}}};
+                            {"comm", {{"bytes", comm.bytes}, {"time_s", comm.time_s}, {"exposed_s", comm.exposed_s}}}};
       const bool last = step + 1 == cfg.steps;
       if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
         const double vl = evaluate();
@@ -218,13 +231,14 @@ struct Trainer::Impl {
 };
 
 Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) {
+  const MeshShape shape = cfg.mesh.empty() ? default_mesh(env) : parse_mesh(cfg.mesh, env.size());
   if (env.size() != 1) {
     throw ConfigError(fmt::format("world size {}: this build trains on one rank; the multi-rank strategies "
                                   "(ddp/zero*/hybrid over MPI) are not in it yet",
                                   env.size()));
   }
   set_num_threads(cfg.threads);
-  impl_ = std::make_unique<Impl>(cfg, env);
+  impl_ = std::make_unique<Impl>(cfg, env, shape);
 }
 
 Trainer::~Trainer() = default;
