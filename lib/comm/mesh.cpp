@@ -51,15 +51,20 @@ std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm co
 #endif
 }
 
-DeviceMesh2D::DeviceMesh2D(const MpiEnv& env, MeshShape shape, CommBackend backend, int device) : shape_(shape) {
-  GPT_CHECK(int64_t(shape.replicas) * shape.shard == env.size(), "mesh {} does not cover {} ranks",
-            to_string(shape), env.size());
-  replica_ = env.rank() / shape.shard;
-  shard_ = env.rank() % shape.shard;
+DeviceMesh2D::DeviceMesh2D(const MpiEnv& env, MeshShape shape, CommBackend backend, int device)
+    : DeviceMesh2D(env.world(), shape, backend, device) {}
+
+DeviceMesh2D::DeviceMesh2D(MPI_Comm base, MeshShape shape, CommBackend backend, int device) : shape_(shape) {
+  int rank = 0, size = 1;
+  GPT_MPI_CHECK(MPI_Comm_rank(base, &rank));
+  GPT_MPI_CHECK(MPI_Comm_size(base, &size));
+  GPT_CHECK(int64_t(shape.replicas) * shape.shard == size, "mesh {} does not cover {} ranks", to_string(shape), size);
+  replica_ = rank / shape.shard;
+  shard_ = rank % shape.shard;
   MPI_Comm shard_comm, replicate_comm;
-  GPT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, replica_, shard_, &shard_comm));
-  GPT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, shard_, replica_, &replicate_comm));
-  world_ = make_communicator(backend, MPI_COMM_WORLD, device);
+  GPT_MPI_CHECK(MPI_Comm_split(base, replica_, shard_, &shard_comm));
+  GPT_MPI_CHECK(MPI_Comm_split(base, shard_, replica_, &replicate_comm));
+  world_ = make_communicator(backend, base, device);
   shard_comm_ = make_communicator(backend, shard_comm, device);
   replicate_comm_ = make_communicator(backend, replicate_comm, device);
   // The communicators hold their own duplicates.

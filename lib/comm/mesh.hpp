@@ -36,6 +36,8 @@ class DeviceMesh2D {
   // same order relative to other collectives. `device` is the CUDA device of
   // NCCL communicators (ignored for MPI).
   DeviceMesh2D(const MpiEnv& env, MeshShape shape, CommBackend backend, int device = 0);
+  // The same over the ranks of `base` (e.g. MPI_COMM_SELF for a one-rank reference).
+  DeviceMesh2D(MPI_Comm base, MeshShape shape, CommBackend backend, int device = 0);
   ~DeviceMesh2D();
 
   MeshShape shape() const { return shape_; }

@@ -14,6 +14,7 @@ std::string_view to_string(MemCategory c) {
     case MemCategory::kGrads: return "grads";
     case MemCategory::kOptim: return "optim";
     case MemCategory::kActivations: return "activations";
+    case MemCategory::kBuffers: return "buffers";
     case MemCategory::kScratch: return "scratch";
     case MemCategory::kCount: break;
   }

@@ -12,7 +12,9 @@
 
 namespace gpt {
 
-enum class MemCategory { kParams, kGrads, kOptim, kActivations, kScratch, kCount };
+// kBuffers: transient model-state buffers (gathered units, full gradients of
+// a unit between its backward and its reduce-scatter), not persistent state.
+enum class MemCategory { kParams, kGrads, kOptim, kActivations, kBuffers, kScratch, kCount };
 
 std::string_view to_string(MemCategory c);
 

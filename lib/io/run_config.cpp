@@ -83,11 +83,12 @@ std::vector<Key> keys() {
        [](C&, P& p, S v) { p.vocab_size = parse_int("vocab-size", v, 2, 65536); }},
       {"seq-len", "training sequence length T (<= the model's context; default: the context)", false,
        [](C& c, P&, S v) { c.seq_len = parse_int("seq-len", v, 1); }},
-      {"strategy", "data-parallel strategy (this build: ddp)", false,
-       [](C& c, P&, S v) {
-         one_of("strategy", v, {"ddp"}, " (zero1/zero2/zero3/hybrid are not in this build yet)");
-         c.strategy = StrategyKind::kDdp;
-       }},
+      {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid", false,
+       [](C& c, P&, S v) { c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid"}); }},
+      {"hybrid-inner", "sharding inside a hybrid shard group: zero3 | zero2", false,
+       [](C& c, P&, S v) { c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"}); }},
+      {"bucket-mb", "ddp: gradient all-reduce bucket size in MiB", false,
+       [](C& c, P&, S v) { c.bucket_mb = parse_float("bucket-mb", v, 0, 1e6); }},
       {"device", "cpu (the CUDA backend is not in this build yet)", false,
        [](C& c, P&, S v) { one_of("device", v, {"cpu"}, " (the CUDA backend is not in this build yet)"); c.device = DeviceKind::kCpu; }},
       {"precision", "fp32 (bf16 comes with the CUDA backend)", false,
@@ -155,13 +156,6 @@ std::string toml_value_string(const std::string& file, const std::string& key, c
 }
 
 }  // namespace
-
-std::string to_string(StrategyKind s) {
-  switch (s) {
-    case StrategyKind::kDdp: return "ddp";
-  }
-  return "?";
-}
 
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   const std::vector<Key> table = keys();
@@ -251,7 +245,9 @@ nlohmann::json RunConfig::to_json() const {
       {"vocab_size", gpt.vocab_size},
       {"padded_vocab", gpt.padded_vocab()},
       {"seq_len", seq_len},
-      {"strategy", to_string(strategy)},
+      {"strategy", strategy},
+      {"hybrid_inner", hybrid_inner},
+      {"bucket_mb", bucket_mb},
       {"device", "cpu"},
       {"precision", "fp32"},
       {"comm", comm},

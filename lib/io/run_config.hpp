@@ -18,7 +18,6 @@
 
 namespace gpt {
 
-enum class StrategyKind { kDdp };
 enum class DeviceKind { kCpu };
 enum class Precision { kFp32 };
 
@@ -28,7 +27,9 @@ struct RunConfig {
   GPTConfig gpt;  // resolved from the preset plus overrides
   int seq_len = 0;  // training sequence length; 0 = the model's context
   // parallelism and placement
-  StrategyKind strategy = StrategyKind::kDdp;
+  std::string strategy = "ddp";       // ddp | zero1 | zero2 | zero3 | hybrid
+  std::string hybrid_inner = "zero3";  // sharding inside a hybrid shard group
+  double bucket_mb = 25;               // ddp gradient bucket
   DeviceKind device = DeviceKind::kCpu;
   std::string comm = "mpi";  // collective backend
   std::string mesh;          // "RxS"; empty: nodes x ranks per node
@@ -61,6 +62,5 @@ struct RunConfig {
 // one-line message naming the key and value for anything invalid.
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg);
 
-std::string to_string(StrategyKind s);
 
 }  // namespace gpt

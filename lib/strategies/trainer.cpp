@@ -6,6 +6,7 @@
 #include <random>
 
 #include "comm/mesh.hpp"
+#include "comm/mpi_check.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
@@ -18,7 +19,7 @@
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
 #include "model/schedule.hpp"
-#include "strategies/model_state.hpp"
+#include "strategies/strategy.hpp"
 
 namespace gpt {
 namespace {
@@ -30,15 +31,35 @@ std::string format_eta(double s) {
   return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
+MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
+  int size = 1;
+  MPI_Comm_size(base, &size);
+  if (!cfg.mesh.empty()) return parse_mesh(cfg.mesh, size);
+  // Default: nodes x ranks per node, from the shared-memory split of base.
+  MPI_Comm node;
+  int rank = 0, local_rank = 0, local = 1;
+  MPI_Comm_rank(base, &rank);
+  MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  int leaders = local_rank == 0 ? 1 : 0, mm[2] = {local, -local};
+  MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, base);
+  MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_INT, MPI_MIN, base);
+  if (mm[0] == -mm[1]) return {leaders, local};
+  return {1, size};
+}
+
 }  // namespace
 
 struct Trainer::Impl {
   const RunConfig& cfg;
-  const MpiEnv& env;
+  MPI_Comm base;
+  int rank = 0, world = 1;
   DeviceMesh2D mesh;
   ParamLayout layout;
   MemoryTracker mem;
-  ReplicatedState state;
+  std::unique_ptr<Strategy> strategy;
   GPT<float> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
@@ -47,58 +68,123 @@ struct Trainer::Impl {
   LRSchedule sched;
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
+  static int rank_of(MPI_Comm c) {
+    int r;
+    MPI_Comm_rank(c, &r);
+    return r;
+  }
+  static int size_of(MPI_Comm c) {
+    int s;
+    MPI_Comm_size(c, &s);
+    return s;
+  }
 
-  Impl(const RunConfig& c, const MpiEnv& e, MeshShape shape)
+  Impl(const RunConfig& c, MPI_Comm b)
       : cfg(c),
-        env(e),
-        mesh(e, shape, parse_comm_backend(c.comm)),
+        base(b),
+        rank(rank_of(b)),
+        world(size_of(b)),
+        mesh(b, resolve_mesh(c, b), parse_comm_backend(c.comm)),
         layout(c.gpt),
-        state(layout, c.seed, &mem),
+        strategy(make_strategy({parse_strategy(c.strategy), parse_strategy(c.hybrid_inner), c.bucket_mb, c.seed},
+                               layout, mesh, &mem)),
         model(layout, {c.micro_batch, c.seq_len, c.activation_checkpointing, 0}, &mem),
-        loader(LoaderOptions{expand_globs(c.data), c.seq_len, c.global_batch, c.micro_batch, e.rank(), e.size(),
-                             c.seed, true, c.gpt.vocab_size}),
-        metrics(is_log_rank() ? c.metrics : std::string()),
+        loader(LoaderOptions{expand_globs(c.data), c.seq_len, c.global_batch, c.micro_batch, rank, world, c.seed,
+                             true, c.gpt.vocab_size}),
+        metrics(rank == 0 ? c.metrics : std::string()),
         sched{c.lr, c.min_lr, c.warmup, c.steps} {
     if (!c.val_data.empty()) {
-      val_loader.emplace(LoaderOptions{expand_globs(c.val_data), c.seq_len, c.micro_batch * e.size(), c.micro_batch,
-                                       e.rank(), e.size(), c.seed, false, c.gpt.vocab_size});
+      val_loader.emplace(LoaderOptions{expand_globs(c.val_data), c.seq_len, c.micro_batch * world, c.micro_batch,
+                                       rank, world, c.seed, false, c.gpt.vocab_size});
     }
     if (c.sample_tokens > 0) tokenizer = make_tokenizer(c.tokenizer, c.vocab, c.merges);
     tokens.resize(size_t(c.micro_batch) * c.seq_len);
     targets.resize(tokens.size());
     gemm_peak = cpu::measure_gemm_peak();
+    MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_MIN, base);
+  }
+
+  size_t E() const { return layout.embedding_unit(); }
+  size_t F() const { return layout.final_unit(); }
+  size_t B(int l) const { return layout.block_unit(l); }
+
+  // Forward through every unit with the strategy's gathers; the model's
+  // state then holds the last block's output (for eval and sampling).
+  void forward_blocks(const int32_t* tok) {
+    Strategy& S = *strategy;
+    const int L = cfg.gpt.n_layer;
+    S.prefetch(E());
+    S.prefetch(B(0));
+    model.forward_embedding(S.params(E()), tok);
+    for (int l = 0; l < L; ++l) {
+      S.prefetch(l + 1 < L ? B(l + 1) : F());
+      model.forward_block(l, S.params(B(l)));
+      S.release(B(l));
+    }
+  }
+
+  // One micro-batch: forward, loss, backward. Returns the mean loss.
+  double micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
+    Strategy& S = *strategy;
+    const int L = cfg.gpt.n_layer;
+    forward_blocks(tok);
+    const float* fin = S.params(F());
+    // The tied LM head's backward runs inside forward_head: wte's gradient
+    // buffer must exist now and stays until the embedding's own backward.
+    const double loss = model.forward_head(fin, S.params(E()), tgt, S.grads(E()), loss_scale);
+    S.prefetch(B(L - 1));
+    model.backward_final(fin, S.grads(F()));
+    S.grads_done(F());
+    S.release(F());
+    for (int l = L - 1; l >= 0; --l) {
+      if (l > 0) S.prefetch(B(l - 1));
+      model.backward_block(l, S.params(B(l)), S.grads(B(l)));
+      S.grads_done(B(l));
+      S.release(B(l));
+    }
+    model.backward_embedding(tok, S.grads(E()));
+    S.grads_done(E());
+    S.release(E());
+    return loss;
+  }
+
+  double mean_over_ranks(double x) {
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, base);
+    return x / world;
   }
 
   double evaluate() {
+    Strategy& S = *strategy;
+    model.set_shape(cfg.micro_batch, cfg.seq_len);
     val_loader->seek({0, 0});
     double sum = 0;
     for (int b = 0; b < cfg.val_batches; ++b) {
       val_loader->micro_batch(0, tokens.data(), targets.data());
-      sum += forward_backward<float>(model, state.params(), {}, tokens.data(), targets.data(), 0.f);
+      forward_blocks(tokens.data());
+      sum += model.forward_head(S.params(F()), S.params(E()), targets.data(), nullptr, 0.f);
+      S.release(F());
+      S.release(E());
       val_loader->advance();
     }
-    return sum / cfg.val_batches;
+    return mean_over_ranks(sum / cfg.val_batches);
   }
 
+  // Every rank generates the same tokens (same seed): sharded parameters are
+  // gathered collectively. Only rank 0 prints the result.
   std::string sample(int step) {
-    // A separate 1-sequence model: sampling must not disturb the training
-    // activations, and it grows the context one token at a time.
-    MemoryTracker sample_mem;
-    GPT<float> m(layout, {1, cfg.seq_len, false, 0}, &sample_mem);
+    Strategy& S = *strategy;
     const int V = cfg.gpt.vocab_size;
     std::vector<int32_t> ctx{tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
     std::vector<int> out;
     std::vector<float> logits(size_t(cfg.gpt.padded_vocab()));
     std::mt19937_64 rng(cfg.seed + uint64_t(step));
-    const auto P = state.params();
     for (int i = 0; i < cfg.sample_tokens; ++i) {
       const int len = static_cast<int>(std::min<size_t>(ctx.size(), size_t(cfg.seq_len)));
-      const int32_t* window = ctx.data() + ctx.size() - len;
-      m.set_shape(1, len);
-      m.forward_embedding(P[layout.embedding_unit()], window);
-      for (int l = 0; l < cfg.gpt.n_layer; ++l) m.forward_block(l, P[layout.block_unit(l)]);
-      m.logits_row(P[layout.final_unit()], P[layout.embedding_unit()], len - 1, logits.data());
-      // Softmax sampling at temperature 1 with a portable uniform draw.
+      model.set_shape(1, len);
+      forward_blocks(ctx.data() + ctx.size() - len);
+      model.logits_row(S.params(F()), S.params(E()), len - 1, logits.data());
+      S.release(F());
+      S.release(E());
       const float mx = *std::max_element(logits.begin(), logits.begin() + V);
       double total = 0;
       for (int j = 0; j < V; ++j) total += std::exp(double(logits[j] - mx));
@@ -114,29 +200,33 @@ struct Trainer::Impl {
       ctx.push_back(next);
       out.push_back(next);
     }
+    model.set_shape(cfg.micro_batch, cfg.seq_len);
     return tokenizer->decode(out);
   }
 
-  nlohmann::json mem_json() const {
-    return {{"params", mem.bytes(MemCategory::kParams)},
-            {"grads", mem.bytes(MemCategory::kGrads)},
-            {"optim", mem.bytes(MemCategory::kOptim)},
-            {"activations", mem.bytes(MemCategory::kActivations)},
-            {"peak", mem.peak()}};
+  // Memory of this rank, max over ranks (a few scalars over base, not counted as training traffic).
+  std::array<int64_t, 6> mem_max() {
+    std::array<int64_t, 6> m = {mem.bytes(MemCategory::kParams), mem.bytes(MemCategory::kGrads),
+                                mem.bytes(MemCategory::kOptim),  mem.bytes(MemCategory::kActivations),
+                                mem.bytes(MemCategory::kBuffers), mem.peak()};
+    MPI_Allreduce(MPI_IN_PLACE, m.data(), int(m.size()), MPI_INT64_T, MPI_MAX, base);
+    return m;
   }
 
   TrainSummary run() {
     const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
     const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
     Communicator* comms[] = {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()};
+    const auto m0 = mem_max();
     nlohmann::json header = {{"type", "run"},
                              {"config", cfg.to_json()},
-                             {"strategy", to_string(cfg.strategy)},
-                             {"world_size", env.size()},
+                             {"strategy", cfg.strategy},
+                             {"world_size", world},
                              {"mesh", to_string(mesh.shape())},
                              {"comm_backend", cfg.comm},
                              {"params", layout.model_numel()},
                              {"params_stored", layout.total_numel()},
+                             {"model_state_bytes", m0[0] + m0[1] + m0[2]},
                              {"train_tokens", loader.num_tokens()},
                              {"accum_steps", loader.accum_steps()},
                              {"threads", num_threads()},
@@ -146,38 +236,39 @@ struct Trainer::Impl {
     log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
          layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
          cfg.gpt.padded_vocab(), cfg.seq_len);
+    log0("strategy {} on {} ranks, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, world,
+         to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
          "{:.1f} GFLOP/s",
-         loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(),
-         env.size(), num_threads(), gemm_peak / 1e9);
-
+         loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
+         num_threads(), gemm_peak / 1e9);
     if (val_loader) log0("step 0: val loss {:.4f}", evaluate());
+
     TrainSummary sum;
     const float loss_scale = 1.f / float(tokens_per_step);
-    double steady_time = 0;
+    double steady_time = 0, steady_comm = 0, steady_exposed = 0;
     int steady_steps = 0;
+    int64_t comm_bytes = 0;
     Timer run_timer;
     for (int step = 0; step < cfg.steps; ++step) {
       Timer t;
       for (Communicator* c : comms) c->stats().reset();
-      state.zero_grads();
       double loss = 0;
       for (int m = 0; m < loader.accum_steps(); ++m) {
+        strategy->begin_micro_batch(m + 1 == loader.accum_steps());
         loader.micro_batch(m, tokens.data(), targets.data());
-        loss += forward_backward<float>(model, state.params(), state.grads(), tokens.data(), targets.data(),
-                                        loss_scale);
+        loss += micro_step(tokens.data(), targets.data(), loss_scale);
       }
-      loss /= loader.accum_steps();
-      if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
-      const double norm = state.grad_norm();
+      strategy->finish_gradient_sync();
+      const double norm = strategy->grad_norm();
       const float lr = sched.at(step);
-      state.step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
+      strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
       loader.advance();
+      // The logged loss is the mean over the whole global batch: every rank's
+      // micro-batches hold the same number of tokens.
+      loss = mean_over_ranks(loss / loader.accum_steps());
+      if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
-      if (step >= kWarmupSteps) {
-        steady_time += dt;
-        ++steady_steps;
-      }
       CommTotals comm;
       for (Communicator* c : comms) {
         const CommTotals x = c->stats().totals();
@@ -185,20 +276,30 @@ struct Trainer::Impl {
         comm.time_s += x.time_s;
         comm.exposed_s += x.exposed_s;
       }
+      comm_bytes = comm.bytes;
+      if (step >= kWarmupSteps || cfg.steps <= kWarmupSteps) {
+        steady_time += dt;
+        steady_comm += comm.time_s;
+        steady_exposed += comm.exposed_s;
+        ++steady_steps;
+      }
       const double tps = tokens_per_step / dt;
       const double mfu = flops_per_step / dt / gemm_peak;
-      if (step == 0) sum.first_loss = loss;
-      sum.final_loss = loss;
-
-      nlohmann::json rec = {{"step", step + 1},
-                            {"loss", loss},
-                            {"lr", lr},
-                            {"grad_norm", norm},
-                            {"tokens_per_s", tps},
-                            {"mfu", mfu},
-                            {"step_time_s", dt},
-                            {"mem", mem_json()},
-                            {"comm", {{"bytes", comm.bytes}, {"time_s", comm.time_s}, {"exposed_s", comm.exposed_s}}}};
+      sum.losses.push_back(loss);
+      sum.grad_norms.push_back(norm);
+      const auto mm = mem_max();
+      nlohmann::json rec = {
+          {"step", step + 1},
+          {"loss", loss},
+          {"lr", lr},
+          {"grad_norm", norm},
+          {"tokens_per_s", tps},
+          {"mfu", mfu},
+          {"step_time_s", dt},
+          {"mem",
+           {{"params", mm[0]}, {"grads", mm[1]}, {"optim", mm[2]}, {"activations", mm[3]}, {"buffers", mm[4]},
+            {"peak", mm[5]}}},
+          {"comm", {{"bytes", comm.bytes}, {"time_s", comm.time_s}, {"exposed_s", comm.exposed_s}}}};
       const bool last = step + 1 == cfg.steps;
       if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
         const double vl = evaluate();
@@ -209,40 +310,59 @@ struct Trainer::Impl {
       metrics.write(rec);
       if ((step + 1) % cfg.log_every == 0 || last) {
         const double eta = run_timer.seconds() / (step + 1) * (cfg.steps - step - 1);
-        log0("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | eta {}",
-             step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, format_eta(eta));
+        log0("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | "
+             "comm {:.1f} MiB | eta {}",
+             step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0,
+             format_eta(eta));
       }
       if (tokenizer && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
-        log0("sample at step {}:\n{}", step + 1, sample(step + 1));
+        const std::string text = sample(step + 1);
+        log0("sample at step {}:\n{}", step + 1, text);
       }
     }
-    sum.steps = cfg.steps;
+    const auto mm = mem_max();
+    sum.model_state_bytes = mm[0] + mm[1] + mm[2];
+    sum.peak_bytes = mm[5];
+    sum.comm_bytes_per_step = comm_bytes;
     if (steady_steps > 0) {
-      sum.tokens_per_s = tokens_per_step * steady_steps / steady_time;
-      sum.mfu = flops_per_step * steady_steps / steady_time / gemm_peak;
+      sum.step_time_s = steady_time / steady_steps;
+      sum.tokens_per_s = tokens_per_step / sum.step_time_s;
+      sum.mfu = flops_per_step / sum.step_time_s / gemm_peak;
+      sum.comm_s_per_step = steady_comm / steady_steps;
+      sum.exposed_s_per_step = steady_exposed / steady_steps;
     }
-    log0("done: {} steps, loss {:.4f} -> {:.4f}{}, {:.0f} tok/s, MFU {:.1f}% of measured GEMM peak (steps after "
-         "{} warm-up)",
-         cfg.steps, sum.first_loss, sum.final_loss,
-         sum.final_val_loss >= 0 ? fmt::format(", val loss {:.4f}", sum.final_val_loss) : "", sum.tokens_per_s,
-         100 * sum.mfu, kWarmupSteps);
+    const double overlap = sum.comm_s_per_step > 0 ? 1 - sum.exposed_s_per_step / sum.comm_s_per_step : 0;
+    log0("summary ({} ranks, {}, mesh {}; steps after {} warm-up):", world, cfg.strategy, to_string(mesh.shape()),
+         kWarmupSteps);
+    log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
+         sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,
+         sum.model_state_bytes / 1048576.0);
+    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}",
+         sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
+         sum.losses.empty() ? 0.0 : sum.losses.back(),
+         sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "");
     return sum;
   }
 };
 
-Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) {
-  const MeshShape shape = cfg.mesh.empty() ? default_mesh(env) : parse_mesh(cfg.mesh, env.size());
-  if (env.size() != 1) {
-    throw ConfigError(fmt::format("world size {}: this build trains on one rank; the multi-rank strategies "
-                                  "(ddp/zero*/hybrid over MPI) are not in it yet",
-                                  env.size()));
-  }
+Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) : Trainer(cfg, env.world()) {}
+
+Trainer::Trainer(const RunConfig& cfg, MPI_Comm base) {
   set_num_threads(cfg.threads);
-  impl_ = std::make_unique<Impl>(cfg, env, shape);
+  impl_ = std::make_unique<Impl>(cfg, base);
 }
 
 Trainer::~Trainer() = default;
 
 TrainSummary Trainer::run() { return impl_->run(); }
+
+std::vector<std::vector<float>> Trainer::full_params() {
+  std::vector<std::vector<float>> out;
+  for (size_t u = 0; u < impl_->layout.num_units(); ++u) {
+    out.emplace_back(impl_->layout.unit(u).numel);
+    impl_->strategy->gather_full(u, out.back().data());
+  }
+  return out;
+}
 
 }  // namespace gpt

@@ -1,9 +1,12 @@
-// The training loop: data -> model (unit by unit) -> gradient clipping ->
-// AdamW -> metrics, evaluation and samples. One rank in this build; the
-// strategies that split state over ranks plug in where ReplicatedState is.
+// The training loop: data -> model (unit by unit, through the strategy's
+// hooks) -> gradient sync -> clipping -> AdamW -> metrics, evaluation,
+// samples. Every rank runs it; rank 0 writes metrics and logs.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
+#include <vector>
 
 #include "comm/mpi_env.hpp"
 #include "io/run_config.hpp"
@@ -11,17 +14,27 @@
 namespace gpt {
 
 struct TrainSummary {
-  double first_loss = 0, final_loss = 0, final_val_loss = -1;
+  std::vector<double> losses, grad_norms;  // per optimizer step
+  double final_val_loss = -1;
   double tokens_per_s = 0;  // steady state: warm-up steps excluded
   double mfu = 0;
-  int steps = 0;
+  double step_time_s = 0;
+  int64_t model_state_bytes = 0;  // params + grads + optim on this rank (max over ranks)
+  int64_t peak_bytes = 0;         // max over ranks
+  int64_t comm_bytes_per_step = 0;
+  double comm_s_per_step = 0, exposed_s_per_step = 0;
 };
 
 class Trainer {
  public:
+  // Collective over the world.
   Trainer(const RunConfig& cfg, const MpiEnv& env);
+  // Collective over `base` (tests: MPI_COMM_SELF gives a one-rank reference).
+  Trainer(const RunConfig& cfg, MPI_Comm base);
   ~Trainer();
   TrainSummary run();
+  // Every unit's full parameters, layout order (collective).
+  std::vector<std::vector<float>> full_params();
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "comm/mpi_env.hpp"
+#include "core/logging.hpp"
 #include "mpi_test_env.hpp"
 
 namespace {
@@ -37,6 +38,7 @@ const gpt::MpiEnv& gpt::test::env() { return *g_env; }
 int main(int argc, char** argv) {
   gpt::MpiEnv env(&argc, &argv);
   g_env = &env;
+  gpt::init_logging(env.rank(), env.size(), "warn");  // tests: warnings and errors only
   ::testing::InitGoogleTest(&argc, argv);
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   if (env.rank() != 0) delete listeners.Release(listeners.default_result_printer());

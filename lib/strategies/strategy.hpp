@@ -1,0 +1,69 @@
+// The data-parallel strategy: owns the storage of parameters, gradients and
+// optimizer state, and decides what is gathered, reduced and freed, and when.
+// The trainer drives it unit by unit; the model never sees it, and it never
+// computes layer math.
+//
+// Call sequence for one micro-batch (the trainer's loop, strategies/trainer.cpp):
+//   forward:   params(u) for each unit, release(u) when the unit is done
+//              (prefetch(next) first, so the next all-gather overlaps compute)
+//   backward:  grads(u) before the unit's backward (a zeroed or accumulating
+//              full buffer), grads_done(u) after it
+//   per step:  finish_gradient_sync(), grad_norm(), step()
+// The embedding unit's params and grads are taken before the LM head (tied
+// to wte) and released after the embedding's backward: it stays gathered
+// for the whole micro-batch, as FSDP keeps its root unit.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mesh.hpp"
+#include "core/memory.hpp"
+#include "model/adamw.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+enum class StrategyKind { kDdp, kZero1, kZero2, kZero3, kHybrid };
+std::string to_string(StrategyKind s);
+StrategyKind parse_strategy(const std::string& s);  // ConfigError for unknown names
+
+struct StrategyOptions {
+  StrategyKind kind = StrategyKind::kDdp;
+  StrategyKind hybrid_inner = StrategyKind::kZero3;  // kZero2 or kZero3
+  double bucket_mb = 25;                             // ddp: gradient bucket size
+  uint64_t seed = 0;                                 // parameter initialisation
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // Start of a micro-batch; `last` = the last one before the optimizer step.
+  virtual void begin_micro_batch(bool last) = 0;
+  // Issues the gather of unit u if its params are sharded (no-op otherwise).
+  virtual void prefetch(size_t u) = 0;
+  // Full parameters of unit u (waits for its gather). Valid until release(u).
+  virtual const float* params(size_t u) = 0;
+  virtual void release(size_t u) = 0;
+  // Full gradient buffer of unit u for its backward to accumulate into.
+  virtual float* grads(size_t u) = 0;
+  // Unit u's backward is complete for this micro-batch.
+  virtual void grads_done(size_t u) = 0;
+
+  // After the last micro-batch: every gradient reduction complete.
+  virtual void finish_gradient_sync() = 0;
+  // Global L2 norm of the reduced gradient (each element counted once).
+  virtual double grad_norm() = 0;
+  virtual void step(const AdamWHyper& h, const AdamWStep& s) = 0;
+
+  // Full parameters of unit u into out[numel] (collective over all ranks).
+  virtual void gather_full(size_t u, float* out) = 0;
+  virtual StrategyKind kind() const = 0;
+};
+
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& opt, const ParamLayout& layout, DeviceMesh2D& mesh,
+                                        MemoryTracker* tracker);
+
+}  // namespace gpt
