@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include "comm/mpi_check.hpp"
 #include "core/bf16.hpp"
 #include "core/timer.hpp"
+#ifdef GPT_HAVE_NCCL
+#include <cuda_runtime.h>
+#endif
 
 namespace gpt {
 
@@ -58,7 +62,68 @@ void scale(void* buf, size_t n, DType t, float s) {
   }
 }
 
+#ifdef GPT_HAVE_NCCL
+// Device memory needs staging; asked only when a GPU is usable at all.
+int device_of(const void* p) {
+  static const bool usable = [] {
+    int n = 0;
+    const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError();
+    return ok;
+  }();
+  if (!usable || p == nullptr) return -1;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CommError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+#endif
+
 }  // namespace
+
+void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                                  const std::function<void(const void*, void*)>& fn) {
+#ifdef GPT_HAVE_NCCL
+  const int dev = std::max(device_of(send), device_of(recv));
+  if (dev >= 0) {
+    cuda_ok(cudaSetDevice(dev), "cudaSetDevice");
+    // One staging region covering both buffers when they overlap (in-place
+    // collectives), else the two side by side.
+    const char* s = static_cast<const char*>(send);
+    char* r = static_cast<char*>(recv);
+    const bool overlap = s < r + recv_bytes && r < s + send_bytes;
+    const char* lo = overlap ? std::min<const char*>(s, r) : nullptr;
+    const size_t need = overlap ? size_t(std::max<const char*>(s + send_bytes, r + recv_bytes) - lo)
+                                : send_bytes + recv_bytes;
+    if (need > staging_bytes_) {
+      if (staging_) cudaFreeHost(staging_);
+      staging_ = nullptr;
+      cuda_ok(cudaMallocHost(&staging_, need), "cudaMallocHost (MPI staging)");
+      staging_bytes_ = need;
+    }
+    char* h = static_cast<char*>(staging_);
+    char* hs = overlap ? h + (s - lo) : h;
+    char* hr = overlap ? h + (r - lo) : h + send_bytes;
+    if (overlap) {
+      cuda_ok(cudaMemcpy(h, lo, need, cudaMemcpyDeviceToHost), "cudaMemcpy D2H (MPI staging)");
+    } else {
+      cuda_ok(cudaMemcpy(hs, s, send_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H (MPI staging)");
+    }
+    fn(hs, hr);
+    cuda_ok(cudaMemcpy(r, hr, recv_bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D (MPI staging)");
+    return;
+  }
+#endif
+  (void)send_bytes;
+  (void)recv_bytes;
+  fn(send, recv);
+}
 
 struct MpiCommunicator::Task final : Work {
   std::function<void()> fn;
@@ -98,6 +163,9 @@ MpiCommunicator::~MpiCommunicator() {
   cv_.notify_all();
   worker_.join();
   MPI_Comm_free(&comm_);
+#ifdef GPT_HAVE_NCCL
+  if (staging_) cudaFreeHost(staging_);
+#endif
 }
 
 void MpiCommunicator::progress_loop() {
@@ -141,12 +209,15 @@ WorkPtr MpiCommunicator::enqueue(std::function<void()> fn, int64_t bytes) {
 
 WorkPtr MpiCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
   const int n = checked_count(count);
+  const size_t bytes = count * dtype_size(t);
   return enqueue(
       [=, this] {
-        GPT_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type(t), mpi_sum(t), comm_));
-        if (op == ReduceOp::kAvg) scale(recv, count, t, 1.f / float(size_));
+        run_on_host(send, bytes, recv, bytes, [&](const void* s, void* r) {
+          GPT_MPI_CHECK(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, mpi_type(t), mpi_sum(t), comm_));
+          if (op == ReduceOp::kAvg) scale(r, count, t, 1.f / float(size_));
+        });
       },
-      ring_bytes(2, count * dtype_size(t)));
+      ring_bytes(2, bytes));
 }
 
 WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t,
@@ -157,16 +228,18 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * es == static_cast<char*>(recv);
   return enqueue(
       [=, this] {
-        if (in_place) {
-          // MPI's in-place form leaves the result at the start of the buffer;
-          // ours keeps it at this rank's offset.
-          void* full = const_cast<void*>(send);
-          GPT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, n, mpi_type(t), mpi_sum(t), comm_));
-          if (rank_ != 0) std::memmove(recv, full, recv_count * es);
-        } else {
-          GPT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_type(t), mpi_sum(t), comm_));
-        }
-        if (op == ReduceOp::kAvg) scale(recv, recv_count, t, 1.f / float(size_));
+        run_on_host(send, recv_count * size_t(size_) * es, recv, recv_count * es, [&](const void* s, void* r) {
+          if (in_place) {
+            // MPI's in-place form leaves the result at the start of the buffer;
+            // ours keeps it at this rank's offset.
+            void* full = const_cast<void*>(s);
+            GPT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, n, mpi_type(t), mpi_sum(t), comm_));
+            if (rank_ != 0) std::memmove(r, full, recv_count * es);
+          } else {
+            GPT_MPI_CHECK(MPI_Reduce_scatter_block(s, r, n, mpi_type(t), mpi_sum(t), comm_));
+          }
+          if (op == ReduceOp::kAvg) scale(r, recv_count, t, 1.f / float(size_));
+        });
       },
       ring_bytes(1, recv_count * size_t(size_) * es));
 }
@@ -178,7 +251,9 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t s
   const bool in_place = static_cast<const char*>(send) == static_cast<char*>(recv) + rank_ * send_count * es;
   return enqueue(
       [=, this] {
-        GPT_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, mpi_type(t), recv, n, mpi_type(t), comm_));
+        run_on_host(send, send_count * es, recv, send_count * size_t(size_) * es, [&](const void* s, void* r) {
+          GPT_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : s, n, mpi_type(t), r, n, mpi_type(t), comm_));
+        });
       },
       ring_bytes(1, send_count * size_t(size_) * es));
 }
@@ -186,8 +261,13 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t s
 WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType t, int root) {
   const int n = checked_count(count);
   GPT_CHECK(root >= 0 && root < size_, "broadcast root {} outside communicator of {}", root, size_);
-  return enqueue([=, this] { GPT_MPI_CHECK(MPI_Bcast(buf, n, mpi_type(t), root, comm_)); },
-                 ring_bytes(1, count * dtype_size(t)));
+  const size_t bytes = count * dtype_size(t);
+  return enqueue(
+      [=, this] {
+        run_on_host(buf, bytes, buf, bytes,
+                    [&](const void*, void* r) { GPT_MPI_CHECK(MPI_Bcast(r, n, mpi_type(t), root, comm_)); });
+      },
+      ring_bytes(1, bytes));
 }
 
 WorkPtr MpiCommunicator::barrier_async() {

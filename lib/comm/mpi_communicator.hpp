@@ -10,6 +10,12 @@
 // fp32 reduces with MPI_FLOAT; bf16 travels as 16-bit words with a
 // user-defined sum (accumulated in fp32 per pair). Averages are sums scaled
 // by 1/size() afterwards.
+//
+// Device buffers (CUDA builds): a collective whose buffers are device memory
+// is staged through pinned host memory on the progress thread (copy in, MPI
+// on the host copy, copy out), so several ranks can share one GPU in tests
+// without NCCL. The caller must have synchronised the stream that wrote the
+// inputs before issuing; the outputs are on the device when wait() returns.
 #pragma once
 
 #include <mpi.h>
@@ -44,6 +50,12 @@ class MpiCommunicator final : public Communicator {
  private:
   struct Task;
   WorkPtr enqueue(std::function<void()> fn, int64_t bytes);
+  // Runs fn(send, recv) on host memory: directly, or through pinned staging
+  // when either buffer is on a GPU. Called on the progress thread only.
+  void run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                   const std::function<void(const void*, void*)>& fn);
+  void* staging_ = nullptr;  // pinned host memory (CUDA builds), grown on demand
+  size_t staging_bytes_ = 0;
   void progress_loop();
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -39,3 +39,19 @@ TEST(ShardRange, TilesThePaddedBufferAndCoversEveryElementOnce) {
 
 }  // namespace
 }  // namespace gpt
+
+#include "comm/bootstrap.hpp"
+#include "core/error.hpp"
+
+namespace gpt {
+namespace {
+
+TEST(Bootstrap, GpuByLocalRankAndSharingOnlyWhenAsked) {
+  EXPECT_EQ(pick_gpu(3, 8, 8, false), 3);
+  EXPECT_EQ(pick_gpu(5, 8, 4, true), 1);
+  EXPECT_THROW(pick_gpu(0, 4, 1, false), ConfigError);
+  EXPECT_THROW(pick_gpu(0, 1, 0, true), ConfigError);
+}
+
+}  // namespace
+}  // namespace gpt
