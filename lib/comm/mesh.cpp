@@ -41,6 +41,14 @@ MeshShape default_mesh(const MpiEnv& env) {
   return {1, env.size()};
 }
 
+MeshShape default_mesh(MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const NodeLayout n = node_layout(comm);
+  if (n.uniform) return {n.num_nodes, n.local_size};
+  return {1, size};
+}
+
 std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm, int device) {
   if (backend == CommBackend::kMpi) return std::make_unique<MpiCommunicator>(comm);
 #ifdef GPT_HAVE_NCCL

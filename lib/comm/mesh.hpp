@@ -29,6 +29,8 @@ MeshShape parse_mesh(const std::string& spec, int world);
 // nodes x ranks-per-node when every node runs the same number of ranks;
 // 1 x world otherwise.
 MeshShape default_mesh(const MpiEnv& env);
+// The same for the ranks of `comm` (collective over comm).
+MeshShape default_mesh(MPI_Comm comm);
 
 class DeviceMesh2D {
  public:

@@ -2,10 +2,29 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <stdexcept>
 
 namespace gpt {
+
+NodeLayout node_layout(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  NodeLayout n;
+  MPI_Comm_rank(node, &n.local_rank);
+  MPI_Comm_size(node, &n.local_size);
+  MPI_Comm_free(&node);
+  int leaders = n.local_rank == 0 ? 1 : 0, minmax[2] = {n.local_size, -n.local_size};
+  MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_INT, MPI_MIN, comm);
+  n.num_nodes = leaders;
+  n.uniform = minmax[0] == -minmax[1];
+  return n;
+}
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
   int provided = 0;
@@ -18,17 +37,11 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  // Node-local rank from the shared-memory split, not from hostnames.
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &local_rank_);
-  MPI_Comm_size(node, &local_size_);
-  MPI_Comm_free(&node);
-  int leader = local_rank_ == 0 ? 1 : 0, minmax[2] = {local_size_, -local_size_};
-  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, minmax, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  num_nodes_ = leader;
-  uniform_ = minmax[0] == -minmax[1];
+  const NodeLayout nodes = node_layout(MPI_COMM_WORLD);
+  local_rank_ = nodes.local_rank;
+  local_size_ = nodes.local_size;
+  num_nodes_ = nodes.num_nodes;
+  uniform_ = nodes.uniform;
   char host[256] = "?";
   gethostname(host, sizeof host);
   host_ = host;
@@ -64,6 +77,9 @@ void MpiEnv::abort(const std::string& message, int code, bool same_on_all_ranks)
     MPI_Finalize();
     std::exit(code);
   }
+  // Only rank 0 prints an error every rank has: let it print and abort the
+  // job first. Should rank 0 not have it after all, this rank still aborts.
+  if (same_on_all_ranks && rank_ != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);  // not reached
 }

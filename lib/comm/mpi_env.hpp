@@ -9,6 +9,14 @@
 
 namespace gpt {
 
+// How the ranks of `comm` sit on nodes (shared-memory domains from
+// MPI_Comm_split_type, not hostnames). Collective over comm.
+struct NodeLayout {
+  int local_rank = 0, local_size = 1, num_nodes = 1;
+  bool uniform = true;  // every node runs local_size ranks
+};
+NodeLayout node_layout(MPI_Comm comm);
+
 class MpiEnv {
  public:
   // MPI_Init_thread with MPI_THREAD_MULTIPLE: each communicator runs its

@@ -34,20 +34,7 @@ std::string format_eta(double s) {
 MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
   int size = 1;
   MPI_Comm_size(base, &size);
-  if (!cfg.mesh.empty()) return parse_mesh(cfg.mesh, size);
-  // Default: nodes x ranks per node, from the shared-memory split of base.
-  MPI_Comm node;
-  int rank = 0, local_rank = 0, local = 1;
-  MPI_Comm_rank(base, &rank);
-  MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  int leaders = local_rank == 0 ? 1 : 0, mm[2] = {local, -local};
-  MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, base);
-  MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_INT, MPI_MIN, base);
-  if (mm[0] == -mm[1]) return {leaders, local};
-  return {1, size};
+  return cfg.mesh.empty() ? default_mesh(base) : parse_mesh(cfg.mesh, size);
 }
 
 }  // namespace
@@ -100,8 +87,12 @@ struct Trainer::Impl {
     if (c.sample_tokens > 0) tokenizer = make_tokenizer(c.tokenizer, c.vocab, c.merges);
     tokens.resize(size_t(c.micro_batch) * c.seq_len);
     targets.resize(tokens.size());
+    // MFU's denominator is the aggregate peak of all ranks: each measures its
+    // GEMM throughput at the same time as the others, so ranks sharing cores
+    // (oversubscription) share the peak too.
+    MPI_Barrier(base);
     gemm_peak = cpu::measure_gemm_peak();
-    MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_MIN, base);
+    MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
   }
 
   size_t E() const { return layout.embedding_unit(); }
@@ -332,6 +323,24 @@ struct Trainer::Impl {
       sum.exposed_s_per_step = steady_exposed / steady_steps;
     }
     const double overlap = sum.comm_s_per_step > 0 ? 1 - sum.exposed_s_per_step / sum.comm_s_per_step : 0;
+    metrics.write({{"type", "summary"},
+                   {"strategy", cfg.strategy},
+                   {"mesh", to_string(mesh.shape())},
+                   {"world_size", world},
+                   {"steps", cfg.steps},
+                   {"warmup_steps_excluded", kWarmupSteps},
+                   {"tokens_per_s", sum.tokens_per_s},
+                   {"tokens_per_s_per_rank", sum.tokens_per_s / world},
+                   {"mfu", sum.mfu},
+                   {"step_time_s", sum.step_time_s},
+                   {"model_state_bytes", sum.model_state_bytes},
+                   {"peak_bytes", sum.peak_bytes},
+                   {"comm_bytes_per_step", sum.comm_bytes_per_step},
+                   {"comm_time_s", sum.comm_s_per_step},
+                   {"exposed_comm_s", sum.exposed_s_per_step},
+                   {"overlap", overlap},
+                   {"final_loss", sum.losses.empty() ? 0.0 : sum.losses.back()},
+                   {"final_val_loss", sum.final_val_loss}});
     log0("summary ({} ranks, {}, mesh {}; steps after {} warm-up):", world, cfg.strategy, to_string(mesh.shape()),
          kWarmupSteps);
     log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",

@@ -17,7 +17,8 @@ python3 - "$work/metrics.jsonl" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 assert recs[0]["type"] == "run" and recs[0]["params"] > 0, recs[0]
-steps = [r for r in recs[1:]]
+steps = [r for r in recs if "type" not in r]
+assert recs[-1]["type"] == "summary" and recs[-1]["tokens_per_s"] > 0, recs[-1]
 first, last = steps[0], steps[-1]
 print(f"first loss {first['loss']:.3f}, last loss {last['loss']:.3f}, val loss {last['val_loss']:.3f}")
 assert 5.0 < first["loss"] < 6.0, "initial loss should be ~ln(256) = 5.55"
