@@ -22,6 +22,16 @@ int main(int argc, char** argv) {
     gpt::RunConfig cfg;
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+    gpt::log0("{} ranks on {} node(s), {} per node{}", env->size(), env->num_nodes(), env->local_size(),
+              env->uniform() ? "" : " (uneven)");
+    if (const std::string slurm = env->slurm_summary(); !slurm.empty()) {
+      // Every rank checks its own ids; disagreement is worth a warning, not an error (mpirun inside sbatch).
+      if (slurm.find("(agree") != std::string::npos) {
+        gpt::log0("{}", slurm);
+      } else {
+        spdlog::warn("{}", slurm);
+      }
+    }
     gpt::Trainer trainer(cfg, *env);
     trainer.run();
   } catch (const gpt::ConfigError& e) {
