@@ -6,6 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "io/bpe.hpp"
+#include "io/token_shard.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
 #include "io/tokenizer.hpp"
 
 namespace gpt {
@@ -71,6 +75,35 @@ TEST_F(Gpt2Test, ReferenceVectorsFromGpt2sOwnEncoder) {
 TEST_F(Gpt2Test, RoundTripsInvalidUtf8WithoutLosingBytes) {
   const std::string s = "ok \xff\xfe then \xc3 end";
   EXPECT_EQ(tok_->decode(tok_->encode(s)), s);
+}
+
+}  // namespace
+}  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// prepare_data tokenises in 1 MiB chunks cut only where GPT-2's
+// pre-tokeniser splits anyway; tinyshakespeare (1.1 MB) spans two chunks,
+// and the shard must equal tokenising the whole text at once.
+TEST_F(Gpt2Test, StreamingPrepareDataEqualsWholeFileTokenisation) {
+  const fs::path txt = fs::path(env_or("GPT_SHARED_DATA", GPT_DEFAULT_SHARED_DATA)) / "tinyshakespeare.txt";
+  if (!fs::exists(txt)) GTEST_SKIP() << txt << " not present";
+  const fs::path out = fs::temp_directory_path() / fmt::format("gpt_stream_test_{}", ::getpid());
+  const fs::path vocab = env_or("GPT_VOCAB_DIR", GPT_DEFAULT_VOCAB_DIR);
+  const std::string cmd = fmt::format("{} --tokenizer gpt2 --vocab {} --merges {} --input {} --out {} --name s "
+                                      "--val-fraction 0 > /dev/null",
+                                      GPT_PREPARE_DATA, (vocab / "encoder.json").string(),
+                                      (vocab / "vocab.bpe").string(), txt.string(), out.string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(txt, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_GT(text.size(), size_t(1) << 20) << "must span more than one chunk";
+  const std::vector<int> whole = tok_->encode(text);
+  TokenShard shard((out / "s_train_000000.bin").string());
+  ASSERT_EQ(size_t(shard.size()), whole.size());
+  EXPECT_TRUE(std::equal(whole.begin(), whole.end(), shard.tokens().begin()));
+  fs::remove_all(out);
 }
 
 }  // namespace
