@@ -1,6 +1,8 @@
-// Replicated model state: every unit's parameters, gradients and AdamW
-// moments held in full on this rank (DDP's layout; on one rank, all there
-// is). fp32 throughout on the CPU: params are their own master weights.
+// Single-process model state: every unit's parameters, gradients and AdamW
+// moments held in full. For tools and tests that run without MPI (the
+// PyTorch golden test, bench/train_throughput); training goes through a
+// Strategy (strategy.hpp), whose ddp on one rank is this same layout.
+// fp32 throughout on the CPU: params are their own master weights.
 #pragma once
 
 #include <vector>
