@@ -98,7 +98,7 @@ class DataParallel final : public Strategy {
   void prefetch(size_t i) override {
     Unit& u = units_[i];
     if (!params_sharded_ || u.held || u.gather) return;
-    u.full_param = Buffer<float>(u.sh.padded_numel, MemCategory::kBuffers, tracker_);
+    u.full_param = take(u.sh.padded_numel, /*zeroed=*/false);  // the gather writes every element
     u.gather = shard_->all_gather_async(u.param_shard.data(), u.full_param.data(), size_t(u.sh.shard_numel),
                                         DType::kF32);
   }
@@ -117,7 +117,7 @@ class DataParallel final : public Strategy {
   void release(size_t i) override {
     Unit& u = units_[i];
     if (!params_sharded_ || !u.held) return;
-    u.full_param = Buffer<float>();
+    give(u.full_param);
     u.held = false;
   }
 
@@ -130,8 +130,7 @@ class DataParallel final : public Strategy {
       drain(i);
       pending_.erase(it);
     }
-    if (grads_sharded_ && u.full_grad.size() == 0)
-      u.full_grad = Buffer<float>(u.sh.padded_numel, MemCategory::kBuffers, tracker_);
+    if (grads_sharded_ && u.full_grad.size() == 0) u.full_grad = take(u.sh.padded_numel, /*zeroed=*/true);
     return u.full_grad.data();
   }
 
@@ -240,7 +239,26 @@ class DataParallel final : public Strategy {
     const float* src = u.full_grad.data() + u.sh.begin;
     float* acc = u.grad_shard.data();
     for (int64_t k = 0; k < u.sh.shard_numel; ++k) acc[k] += src[k];
-    u.full_grad = Buffer<float>();
+    give(u.full_grad);
+  }
+
+  // Transient full-unit buffers (gathered params, unit gradients) are reused
+  // rather than reallocated: every block unit has the same size, so after
+  // the first step the hot loop allocates nothing. Cached buffers stay
+  // counted in mem.buffers, since this rank keeps holding them.
+  Buffer<float> take(int64_t n, bool zeroed) {
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (int64_t(it->size()) != n) continue;
+      Buffer<float> b = std::move(*it);
+      cache_.erase(it);
+      if (zeroed) b.fill(0.f);
+      return b;
+    }
+    return Buffer<float>(size_t(n), MemCategory::kBuffers, tracker_);  // zero-initialised
+  }
+  void give(Buffer<float>& b) {
+    if (b.size()) cache_.push_back(std::move(b));
+    b = Buffer<float>();
   }
 
   void flush_bucket() {
@@ -264,6 +282,7 @@ class DataParallel final : public Strategy {
   std::deque<size_t> pending_;  // units with a reduce-scatter in flight, oldest first
   std::vector<size_t> bucket_;
   double bucket_bytes_ = 0;
+  std::vector<Buffer<float>> cache_;  // released transient buffers, see take()
 };
 
 }  // namespace
