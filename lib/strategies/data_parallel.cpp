@@ -7,7 +7,8 @@
 //   zero1    full                full (accumulated)         one reduce-scatter per step; all-gather params after
 //   zero2    full                shard accumulator          reduce-scatter per unit per micro-batch; all-gather params after
 //   zero3    shard (+gathered)   shard accumulator          all-gather per unit in forward and backward; reduce-scatter per unit
-//   hybrid   zero3 or zero2 inside the shard group (S), plus an all-reduce of the owned gradient shard across the R replicas
+//   hybrid   zero3 or zero2 inside the shard group (S), plus an all-reduce of the owned gradient shard across the
+//            R replicas, issued per unit as soon as its last reduce-scatter lands (overlapping backward)
 //
 // ddp is the S = 1 case (the whole world replicates), zero* the R = 1 case,
 // so degenerate hybrid meshes (1xN, Nx1) take exactly those code paths.
@@ -140,6 +141,7 @@ class DataParallel final : public Strategy {
       // In place: this rank's reduced piece lands at its own offset.
       u.reduce = shard_->reduce_scatter_async(u.full_grad.data(), u.full_grad.data() + u.sh.begin,
                                               size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
+      u.reduce_is_last = last_;
       pending_.push_back(i);
       // Bound the transient full gradients: finish those already reduced,
       // and never keep more than two in flight.
@@ -169,12 +171,7 @@ class DataParallel final : public Strategy {
                                                 size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
       for (Unit& u : units_) wait(u.reduce);
     }
-    if (rep_ && shard_) {  // hybrid: the owned shard is summed over the replicas
-      for (Unit& u : units_)
-        u.reduce = rep_->all_reduce_async(grad_shard_ptr(u), grad_shard_ptr(u), size_t(u.sh.shard_numel),
-                                          DType::kF32, ReduceOp::kSum);
-      for (Unit& u : units_) wait(u.reduce);
-    }
+    for (Unit& u : units_) wait(u.replicate);  // hybrid: issued by drain() during backward
   }
 
   double grad_norm() override {
@@ -219,8 +216,9 @@ class DataParallel final : public Strategy {
   struct Unit {
     ShardRange sh;
     Buffer<float> full_param, param_shard, full_grad, grad_shard, m, v;
-    WorkPtr gather, reduce;
-    bool held = false;  // full_param gathered (params_sharded_ only)
+    WorkPtr gather, reduce, replicate;
+    bool held = false;            // full_param gathered (params_sharded_ only)
+    bool reduce_is_last = false;  // the in-flight reduce-scatter is the step's last micro-batch
   };
 
   // The reduced gradient this rank owns (valid after finish_gradient_sync).
@@ -240,6 +238,10 @@ class DataParallel final : public Strategy {
     float* acc = u.grad_shard.data();
     for (int64_t k = 0; k < u.sh.shard_numel; ++k) acc[k] += src[k];
     give(u.full_grad);
+    // hybrid: once the last micro-batch's piece is in, the owned shard is
+    // summed over the replicas, overlapping the rest of backward.
+    if (rep_ && u.reduce_is_last)
+      u.replicate = rep_->all_reduce_async(acc, acc, size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
   }
 
   // Transient full-unit buffers (gathered params, unit gradients) are reused
