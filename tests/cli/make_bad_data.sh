@@ -4,13 +4,7 @@
 set -euo pipefail
 prep="$1"; out="$2"
 rm -rf "$out"; mkdir -p "$out"
-python3 - "$out/text.txt" <<'PY'
-import sys
-words = "the quick brown fox jumps over the lazy dog while the cat sleeps".split()
-with open(sys.argv[1], "w") as f:
-    for i in range(4000):
-        f.write(" ".join(words[(i * 7 + j) % len(words)] for j in range(8)) + ".\n")
-PY
+python3 "$(dirname "$0")/../make_text.py" "$out/text.txt" 4000
 "$prep" --input "$out/text.txt" --out "$out" --name good --val-fraction 0.1 >/dev/null
 cp "$out/good_train_000000.bin" "$out/truncated.bin"
 truncate -s -1000 "$out/truncated.bin"

@@ -23,13 +23,7 @@ for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; done
 ip -n "$ns1" link set "v1_$$" up; ip -n "$ns2" link set "v2_$$" up
 
 rm -rf "$work"; mkdir -p "$work"
-python3 - "$work/text.txt" <<'PY'
-import sys
-words = "to be or not to be that is the question whether tis nobler in the mind".split()
-with open(sys.argv[1], "w") as f:
-    for i in range(3000):
-        f.write(" ".join(words[(i * 5 + j) % len(words)] for j in range(9)) + ".\n")
-PY
+python3 "$here/../make_text.py" "$work/text.txt" 3000
 "$build/apps/prepare_data" --input "$work/text.txt" --out "$work" --name d --val-fraction 0 >/dev/null
 args=(--data "$work/d_train_*.bin" --n-layer 2 --n-embd 64 --n-head 4 --n-ctx 32 --seq-len 32 --global-batch 8
       --steps 6 --lr 3e-3 --threads 1 --sample-tokens 0 --log-every 6)
