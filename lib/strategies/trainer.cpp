@@ -6,7 +6,6 @@
 #include <random>
 
 #include "comm/mesh.hpp"
-#include "comm/mpi_check.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
