@@ -8,11 +8,11 @@
 
 namespace gpt {
 
-MetricsWriter::MetricsWriter(const std::string& path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  f_ = std::fopen(path.c_str(), "w");
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_) throw DataError(fmt::format("{}: cannot create metrics file: {}", path, std::strerror(errno)));
 }
 

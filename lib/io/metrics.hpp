@@ -12,8 +12,9 @@ namespace gpt {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // Empty path: a no-op writer. Throws DataError if the file cannot be created.
-  explicit MetricsWriter(const std::string& path);
+  // Empty path: a no-op writer. append: continue an existing file (a resumed
+  // run). Throws DataError if the file cannot be created.
+  explicit MetricsWriter(const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

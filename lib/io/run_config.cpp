@@ -125,6 +125,14 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.seed = parse_number<uint64_t>("seed", v); }},
       {"activation-checkpointing", "keep only block inputs; recompute blocks in backward", true,
        [](C& c, P&, S v) { c.activation_checkpointing = parse_bool("activation-checkpointing", v); }},
+      {"ckpt-dir", "directory of checkpoints (one step_NNNNNNNN directory each)", false,
+       [](C& c, P&, S v) { c.ckpt_dir = v; }},
+      {"ckpt-every", "checkpoint every N steps (0: only at the end)", false,
+       [](C& c, P&, S v) { c.ckpt_every = parse_int("ckpt-every", v, 0); }},
+      {"keep-last", "keep only the newest K checkpoints (0: all)", false,
+       [](C& c, P&, S v) { c.keep_last = parse_int("keep-last", v, 0); }},
+      {"resume", "auto (newest complete checkpoint in ckpt-dir, if any) or a checkpoint directory", false,
+       [](C& c, P&, S v) { c.resume = v; }},
       {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},
       {"eval-every", "validation loss every N steps (0: only at the end)", false,
        [](C& c, P&, S v) { c.eval_every = parse_int("eval-every", v, 0); }},
@@ -230,6 +238,8 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
   if (cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+  if (cfg.resume == "auto" && cfg.ckpt_dir.empty())
+    throw ConfigError("invalid resume = 'auto': needs --ckpt-dir to look in");
   return true;
 }
 
@@ -269,6 +279,10 @@ nlohmann::json RunConfig::to_json() const {
       {"clip", f(clip)},
       {"seed", seed},
       {"activation_checkpointing", activation_checkpointing},
+      {"ckpt_dir", ckpt_dir},
+      {"ckpt_every", ckpt_every},
+      {"keep_last", keep_last},
+      {"resume", resume},
       {"eval_every", eval_every},
       {"val_batches", val_batches},
       {"sample_every", sample_every},

@@ -47,6 +47,11 @@ struct RunConfig {
   float clip = 1.0f;
   uint64_t seed = 1337;
   bool activation_checkpointing = false;
+  // checkpoints
+  std::string ckpt_dir;  // empty: no checkpoints
+  int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)
+  int keep_last = 0;     // 0: keep all
+  std::string resume;    // "": fresh start; "auto": newest in ckpt_dir; else a checkpoint directory
   // output
   std::string metrics;
   int eval_every = 0, val_batches = 8;

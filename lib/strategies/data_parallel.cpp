@@ -191,14 +191,23 @@ class DataParallel final : public Strategy {
       float* p = params_sharded_ ? u.param_shard.data() : u.full_param.data() + u.sh.begin;
       adamw_update(layout_.unit(i), u.sh.begin, u.sh.valid_end, p, grad_shard_ptr(u), u.m.data(), u.v.data(), h, s);
     }
-    if (!params_sharded_ && shard_) {  // zero1/zero2: every rank needs the whole updated model
-      for (Unit& u : units_)
-        u.reduce = shard_->all_gather_async(u.full_param.data() + u.sh.begin, u.full_param.data(),
-                                            size_t(u.sh.shard_numel), DType::kF32);
-      for (Unit& u : units_) wait(u.reduce);
-    }
+    gather_replicated_params();
     for (Unit& u : units_) (grads_sharded_ ? u.grad_shard : u.full_grad).fill(0.f);
   }
+
+  UnitSlice owned(size_t i) override {
+    Unit& u = units_[i];
+    UnitSlice s;
+    s.begin = u.sh.begin;
+    s.end = u.sh.valid_end;
+    s.state[0] = params_sharded_ ? u.param_shard.data() : u.full_param.data() + u.sh.begin;
+    s.state[1] = u.m.data();
+    s.state[2] = u.v.data();
+    s.canonical = !rep_ || rep_->rank() == 0;  // one replica's partition is written
+    return s;
+  }
+
+  void after_load() override { gather_replicated_params(); }
 
   void gather_full(size_t i, float* out) override {
     Unit& u = units_[i];
@@ -223,6 +232,16 @@ class DataParallel final : public Strategy {
 
   // The reduced gradient this rank owns (valid after finish_gradient_sync).
   float* grad_shard_ptr(Unit& u) { return grads_sharded_ ? u.grad_shard.data() : u.full_grad.data() + u.sh.begin; }
+
+  // zero1/zero2: each rank updated (or loaded) only its shard of the
+  // replicated parameters; every rank needs the whole model.
+  void gather_replicated_params() {
+    if (params_sharded_ || !shard_) return;
+    for (Unit& u : units_)
+      u.reduce = shard_->all_gather_async(u.full_param.data() + u.sh.begin, u.full_param.data(),
+                                          size_t(u.sh.shard_numel), DType::kF32);
+    for (Unit& u : units_) wait(u.reduce);
+  }
 
   static void wait(WorkPtr& w) {
     if (w) w->wait();

@@ -20,6 +20,7 @@
 
 #include "comm/mesh.hpp"
 #include "core/memory.hpp"
+#include "io/checkpoint.hpp"
 #include "model/adamw.hpp"
 #include "model/layout.hpp"
 
@@ -60,6 +61,11 @@ class Strategy {
 
   // Full parameters of unit u into out[numel] (collective over all ranks).
   virtual void gather_full(size_t u, float* out) = 0;
+
+  // Checkpoints: the part of unit u this rank owns (params and AdamW
+  // moments), and, after those were loaded, rebuilding what is replicated.
+  virtual UnitSlice owned(size_t u) = 0;
+  virtual void after_load() = 0;
   virtual StrategyKind kind() const = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
+#include "io/checkpoint.hpp"
 #include "io/data_loader.hpp"
 #include "io/metrics.hpp"
 #include "io/tokenizer.hpp"
@@ -50,6 +51,7 @@ struct Trainer::Impl {
   DataLoader loader;
   std::optional<DataLoader> val_loader;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::string resume_path;  // checkpoint to start from, "" for a fresh start
   MetricsWriter metrics;
   LRSchedule sched;
   std::vector<int32_t> tokens, targets;
@@ -77,7 +79,8 @@ struct Trainer::Impl {
         model(layout, {c.micro_batch, c.seq_len, c.activation_checkpointing, 0}, &mem),
         loader(LoaderOptions{expand_globs(c.data), c.seq_len, c.global_batch, c.micro_batch, rank, world, c.seed,
                              true, c.gpt.vocab_size}),
-        metrics(rank == 0 ? c.metrics : std::string()),
+        resume_path(resolve_resume(c)),
+        metrics(rank == 0 ? c.metrics : std::string(), !resume_path.empty()),
         sched{c.lr, c.min_lr, c.warmup, c.steps} {
     if (!c.val_data.empty()) {
       val_loader.emplace(LoaderOptions{expand_globs(c.val_data), c.seq_len, c.micro_batch * world, c.micro_batch,
@@ -92,6 +95,47 @@ struct Trainer::Impl {
     MPI_Barrier(base);
     gemm_peak = cpu::measure_gemm_peak();
     MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
+  }
+
+  static std::string resolve_resume(const RunConfig& c) {
+    if (c.resume.empty()) return "";
+    if (c.resume == "auto") return latest_checkpoint(c.ckpt_dir);  // "" when there is none yet
+    return c.resume;
+  }
+
+  std::vector<UnitSlice> owned_slices() {
+    std::vector<UnitSlice> s;
+    for (size_t u = 0; u < layout.num_units(); ++u) s.push_back(strategy->owned(u));
+    return s;
+  }
+
+  // Loads the checkpoint chosen by --resume; returns the optimizer steps it had done.
+  int restore() {
+    if (resume_path.empty()) {
+      if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
+      return 0;
+    }
+    Timer t;
+    const CheckpointMeta meta = load_checkpoint(resume_path, base, layout, owned_slices());
+    strategy->after_load();
+    loader.seek(meta.data);
+    log0("resumed from {} (step {}, written by {} on {} ranks, mesh {}) in {:.2f} s", resume_path, meta.step,
+         meta.strategy, meta.world_size, meta.mesh, t.seconds());
+    return int(meta.step);
+  }
+
+  void checkpoint(int steps_done) {
+    Timer t;
+    CheckpointMeta meta;
+    meta.step = steps_done;
+    meta.data = loader.position();
+    meta.seed = cfg.seed;
+    meta.strategy = cfg.strategy;
+    meta.mesh = to_string(mesh.shape());
+    meta.world_size = world;
+    meta.config = cfg.to_json();
+    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
+    log0("checkpoint {} written in {:.2f} s", path, t.seconds());
   }
 
   size_t E() const { return layout.embedding_unit(); }
@@ -232,7 +276,8 @@ struct Trainer::Impl {
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
-    if (val_loader) log0("step 0: val loss {:.4f}", evaluate());
+    const int start_step = restore();
+    if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
 
     TrainSummary sum;
     const float loss_scale = 1.f / float(tokens_per_step);
@@ -240,7 +285,7 @@ struct Trainer::Impl {
     int steady_steps = 0;
     int64_t comm_bytes = 0;
     Timer run_timer;
-    for (int step = 0; step < cfg.steps; ++step) {
+    for (int step = start_step; step < cfg.steps; ++step) {
       Timer t;
       for (Communicator* c : comms) c->stats().reset();
       double loss = 0;
@@ -267,7 +312,7 @@ struct Trainer::Impl {
         comm.exposed_s += x.exposed_s;
       }
       comm_bytes = comm.bytes;
-      if (step >= kWarmupSteps || cfg.steps <= kWarmupSteps) {
+      if (step >= start_step + kWarmupSteps || cfg.steps - start_step <= kWarmupSteps) {
         steady_time += dt;
         steady_comm += comm.time_s;
         steady_exposed += comm.exposed_s;
@@ -299,12 +344,14 @@ struct Trainer::Impl {
       }
       metrics.write(rec);
       if ((step + 1) % cfg.log_every == 0 || last) {
-        const double eta = run_timer.seconds() / (step + 1) * (cfg.steps - step - 1);
+        const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);
         log0("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | "
              "comm {:.1f} MiB | eta {}",
              step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0,
              format_eta(eta));
       }
+      if (!cfg.ckpt_dir.empty() && ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last))
+        checkpoint(step + 1);
       if (tokenizer && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
         const std::string text = sample(step + 1);
         log0("sample at step {}:\n{}", step + 1, text);

@@ -20,6 +20,7 @@
 #include "core/shard.hpp"
 #include "io/token_shard.hpp"
 #include "model/layout.hpp"
+#include "fixtures.hpp"
 #include "mpi_test_env.hpp"
 #include "strategies/trainer.hpp"
 
@@ -35,42 +36,7 @@ struct Result {
 
 class Strategies : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const MpiEnv& env = test::env();
-    dir_ = new std::string(fs::temp_directory_path() / "gpt_strategy_test");
-    if (env.rank() == 0) {
-      fs::create_directories(*dir_);
-      // Text-like data with structure to learn: a noisy repeating sequence.
-      std::vector<uint16_t> toks(40000);
-      uint64_t s = 12345;
-      for (size_t i = 0; i < toks.size(); ++i) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        toks[i] = uint16_t((s >> 33) % 7 == 0 ? (s >> 40) % 256 : (i * 31 + i / 7) % 97);
-      }
-      ShardWriter w(*dir_ + "/data_train_000000.bin");
-      w.append(toks);
-      w.close();
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  static RunConfig base_config() {
-    RunConfig c;
-    c.model = "tiny";
-    c.gpt = GPTConfig{2, 4, 64, 32, 256};
-    c.seq_len = 32;
-    c.global_batch = 8;
-    c.micro_batch = 8 / test::env().size();
-    c.steps = 10;
-    c.lr = 3e-3f;
-    c.min_lr = 3e-4f;
-    c.warmup = 2;
-    c.clip = 0.5f;  // below the norms seen here: clipping is active
-    c.threads = 1;
-    c.sample_tokens = 0;
-    c.log_level = "warn";
-    c.data = *dir_ + "/data_train_*.bin";
-    return c;
-  }
+  static RunConfig base_config() { return test::small_run(); }
   static Result train(const RunConfig& c, MPI_Comm comm) {
     Trainer t(c, comm);
     Result r;
@@ -107,9 +73,7 @@ class Strategies : public ::testing::Test {
       EXPECT_LE(worst, 1e-5 * scale) << what << ": unit " << u;
     }
   }
-  static std::string* dir_;
 };
-std::string* Strategies::dir_ = nullptr;
 
 struct Case {
   std::string strategy, mesh, inner;

@@ -1,0 +1,207 @@
+#include "io/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "io/h5.hpp"
+
+namespace gpt {
+namespace fs = std::filesystem;
+namespace {
+
+const char* kGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
+constexpr const char* kFormat = "gpt_hpc-checkpoint";
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Order-free checksum of elements [lo, lo + n) of a tensor: partial sums of
+// disjoint ranges add up to the whole tensor's, whatever the sharding.
+uint64_t checksum(const float* v, int64_t lo, int64_t n) {
+  uint64_t s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, 4);
+    s += mix64((uint64_t(lo + i) << 32) ^ bits);
+  }
+  return s;
+}
+
+// The tensor's stored shape and its number of real elements (wte drops its padded rows).
+std::vector<int64_t> stored_shape(const TensorSpec& t) {
+  std::vector<int64_t> shape = t.shape;
+  if (t.init_numel < t.numel) shape[0] = t.init_numel / shape[1];
+  return shape;
+}
+
+nlohmann::json model_json(const GPTConfig& c) {
+  return {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"n_ctx", c.seq_len},
+          {"vocab_size", c.vocab_size}};
+}
+
+// Calls f(tensor, dataset name, lo, hi, offset in slice) for the part of
+// each tensor that slice [begin, end) of the unit covers.
+template <typename F>
+void for_each_piece(const UnitSpec& u, int64_t begin, int64_t end, F&& f) {
+  for (const TensorSpec& t : u.tensors) {
+    const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.init_numel);
+    f(t, std::max<int64_t>(lo - t.offset, 0), std::max<int64_t>(hi - t.offset, lo - t.offset),
+      std::max<int64_t>(lo - begin, 0));
+  }
+}
+
+std::string step_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+void fsync_path(const std::string& p) {
+  int fd = ::open(p.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
+                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string name = step_name(meta.step);
+  const std::string tmp = (fs::path(ckpt_dir) / (".partial-" + name)).string();
+  const std::string final_dir = (fs::path(ckpt_dir) / name).string();
+  if (rank == 0) {
+    fs::create_directories(ckpt_dir);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  }
+  MPI_Barrier(comm);
+  const std::string file = tmp + "/state.h5";
+  h5::Id f = h5::create_file(file, comm);
+  for (size_t ui = 0; ui < layout.num_units(); ++ui) {
+    const UnitSpec& u = layout.unit(ui);
+    const UnitSlice& s = slices[ui];
+    for_each_piece(u, s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
+      const int64_t n = s.canonical ? hi - lo : 0;
+      for (int g = 0; g < 3; ++g) {
+        const std::string ds = fmt::format("/{}/{}", kGroups[g], t.name);
+        h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
+        h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true);
+        uint64_t sum = n > 0 ? checksum(s.state[g] + off, lo, n) : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
+        h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
+      }
+    });
+  }
+  h5::set_attr(f.get(), "format", std::string(kFormat));
+  h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
+  h5::set_attr(f.get(), "step", meta.step);
+  h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
+  h5::set_attr(f.get(), "data_offset", meta.data.offset);
+  h5::set_attr(f.get(), "seed", meta.seed);
+  h5::set_attr(f.get(), "strategy", meta.strategy);
+  h5::set_attr(f.get(), "mesh", meta.mesh);
+  h5::set_attr(f.get(), "world_size", int64_t(meta.world_size));
+  h5::set_attr(f.get(), "model", model_json(layout.config()).dump());
+  h5::set_attr(f.get(), "config", meta.config.dump());
+  f.close();
+  MPI_Barrier(comm);  // every rank has closed (flushed) the file
+  if (rank == 0) {
+    fsync_path(file);
+    {
+      std::ofstream c(tmp + "/COMPLETE");
+      c << nlohmann::json{{"step", meta.step}, {"world_size", meta.world_size}, {"strategy", meta.strategy},
+                          {"mesh", meta.mesh}}
+               .dump()
+        << "\n";
+    }
+    fsync_path(tmp + "/COMPLETE");
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    fsync_path(ckpt_dir);
+    if (keep_last > 0) {
+      std::vector<std::string> done;
+      for (const auto& e : fs::directory_iterator(ckpt_dir)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE")) done.push_back(e.path().string());
+      }
+      std::sort(done.begin(), done.end());
+      for (size_t i = 0; i + size_t(keep_last) < done.size(); ++i) fs::remove_all(done[i]);
+    }
+  }
+  MPI_Barrier(comm);
+  return final_dir;
+}
+
+std::string latest_checkpoint(const std::string& ckpt_dir) {
+  std::string best;
+  if (!fs::is_directory(ckpt_dir)) return best;
+  for (const auto& e : fs::directory_iterator(ckpt_dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE") && e.path().string() > best)
+      best = e.path().string();
+  }
+  return best;
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
+                               const std::vector<UnitSlice>& slices) {
+  if (!fs::exists(fs::path(path) / "COMPLETE"))
+    throw DataError(fmt::format("{}: not a complete checkpoint (no COMPLETE marker)", path));
+  const std::string file = (fs::path(path) / "state.h5").string();
+  CheckpointMeta meta;
+  try {
+    h5::Id f = h5::open_file(file, comm);
+    if (!h5::has_attr(f.get(), "format") || h5::attr_string(f.get(), "format") != kFormat)
+      throw DataError(fmt::format("{}: not a gpt_hpc checkpoint", file));
+    const int64_t version = h5::attr_int(f.get(), "format_version");
+    if (version != kCheckpointFormatVersion)
+      throw DataError(fmt::format("{}: format version {} (this build reads {})", file, version,
+                                  kCheckpointFormatVersion));
+    const auto saved = nlohmann::json::parse(h5::attr_string(f.get(), "model"));
+    const auto want = model_json(layout.config());
+    for (auto& [k, v] : want.items()) {
+      if (saved.value(k, -1) != v.get<int>())
+        throw DataError(fmt::format("{}: model mismatch: {} = {} in the checkpoint, {} in this run", file, k,
+                                    saved.value(k, -1), v.get<int>()));
+    }
+    meta.step = h5::attr_int(f.get(), "step");
+    meta.data = {h5::attr_int(f.get(), "data_epoch"), h5::attr_int(f.get(), "data_offset")};
+    meta.seed = h5::attr_uint(f.get(), "seed");
+    meta.strategy = h5::attr_string(f.get(), "strategy");
+    meta.mesh = h5::attr_string(f.get(), "mesh");
+    meta.world_size = int(h5::attr_int(f.get(), "world_size"));
+    meta.config = nlohmann::json::parse(h5::attr_string(f.get(), "config"));
+    for (size_t ui = 0; ui < layout.num_units(); ++ui) {
+      const UnitSlice& s = slices[ui];
+      for_each_piece(layout.unit(ui), s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
+        for (int g = 0; g < 3; ++g) {
+          const std::string ds = fmt::format("/{}/{}", kGroups[g], t.name);
+          h5::Id d = h5::open_dataset(f.get(), ds);
+          if (h5::shape_of(d.get()) != stored_shape(t))
+            throw DataError(fmt::format("{}: dataset {} has the wrong shape", file, ds));
+          h5::read_range(d.get(), s.state[g] + off, lo, hi, true);
+          uint64_t sum = s.canonical && hi > lo ? checksum(s.state[g] + off, lo, hi - lo) : 0;
+          MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
+          if (sum != h5::attr_uint(d.get(), "checksum"))
+            throw DataError(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));
+        }
+      });
+    }
+  } catch (const h5::H5Error& e) {
+    throw DataError(fmt::format("{}: {}", file, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: damaged metadata: {}", file, e.what()));
+  }
+  return meta;
+}
+
+}  // namespace gpt

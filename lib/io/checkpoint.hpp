@@ -1,0 +1,69 @@
+// Sharded checkpoints in HDF5, loadable under any strategy and world size.
+//
+// On disk, one directory per checkpoint, <ckpt-dir>/step_NNNNNNNN/:
+//   state.h5   one HDF5 file written collectively (MPI-IO) by all ranks;
+//              each rank writes only the elements it owns, replicas once.
+//     /params/<nanoGPT name>      fp32 with the tensor's shape (wte: [vocab, C], padding rows dropped)
+//     /exp_avg/<name>, /exp_avg_sq/<name>   AdamW moments, same shapes
+//     each dataset has attribute "checksum": a uint64, the sum over elements
+//     of mix(index, float bits) (order-free, so any sharding can verify it)
+//     root attributes: format ("gpt_hpc-checkpoint"), format_version, step
+//     (optimizer steps done), data_epoch, data_offset, seed, strategy, mesh,
+//     world_size, model (JSON of the shape), config (JSON of the run)
+//   COMPLETE   written last; only a directory with it is a checkpoint.
+// The directory is written as <ckpt-dir>/.partial-step_NNNNNNNN and renamed
+// after every rank has closed the file: a crash never leaves something that
+// --resume auto would pick.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/data_loader.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+// What this rank owns of one unit: elements [begin, end) of the unit's flat
+// buffer, with pointers to element `begin` of params and the two moments.
+// `canonical`: this rank's slice is part of the one partition that is
+// written (replicas of it are not) and checksummed.
+struct UnitSlice {
+  int64_t begin = 0, end = 0;
+  float* state[3] = {nullptr, nullptr, nullptr};  // params, exp_avg, exp_avg_sq
+  bool canonical = true;
+};
+
+struct CheckpointMeta {
+  int64_t step = 0;
+  LoaderPosition data;
+  uint64_t seed = 0;
+  std::string strategy, mesh;
+  int world_size = 1;
+  nlohmann::json config;
+};
+
+// Collective over comm. Writes aside, then publishes <ckpt_dir>/step_NNNNNNNN.
+// keep_last > 0: older published checkpoints beyond the newest keep_last are
+// removed after the new one is published. Returns the published path.
+std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
+                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last);
+
+// Collective over comm. Reads each rank's slices from the checkpoint at
+// `path`, verifies checksums, and returns its metadata. Throws DataError
+// naming the file for a missing/damaged checkpoint, a model or format
+// mismatch, or a checksum failure.
+CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
+                               const std::vector<UnitSlice>& slices);
+
+// The newest published checkpoint under ckpt_dir, or "" if there is none.
+std::string latest_checkpoint(const std::string& ckpt_dir);
+
+}  // namespace gpt

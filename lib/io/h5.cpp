@@ -1,0 +1,211 @@
+#include "io/h5.hpp"
+
+#include <mutex>
+
+namespace gpt::h5 {
+namespace {
+
+// HDF5 prints its error stack by default; we turn it into exceptions instead.
+void quiet() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+herr_t innermost(unsigned n, const H5E_error2_t* e, void* out) {
+  if (n == 0) *static_cast<std::string*>(out) = e->desc ? e->desc : "";
+  return 0;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &detail);
+  H5Eclear2(H5E_DEFAULT);
+  throw H5Error(detail.empty() ? what : fmt::format("{}: {}", what, detail));
+}
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) fail(what);
+  return id;
+}
+
+void check_status(herr_t s, const std::string& what) {
+  if (s < 0) fail(what);
+}
+
+herr_t close_any(hid_t id) {
+  switch (H5Iget_type(id)) {
+    case H5I_FILE: return H5Fclose(id);
+    case H5I_DATASET: return H5Dclose(id);
+    case H5I_DATASPACE: return H5Sclose(id);
+    case H5I_ATTR: return H5Aclose(id);
+    case H5I_GROUP: return H5Gclose(id);
+    case H5I_GENPROP_LST: return H5Pclose(id);
+    case H5I_DATATYPE: return H5Tclose(id);
+    default: return -1;
+  }
+}
+
+Id file_access(MPI_Comm comm) {
+  Id fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"));
+  if (comm != MPI_COMM_NULL) check_status(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio");
+  return fapl;
+}
+
+// Selects elements [lo, hi) of a row-major dataset of `shape` as at most
+// three hyperslabs (partial first row, whole rows, partial last row).
+void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t lo, int64_t hi) {
+  if (lo >= hi) {
+    check_status(H5Sselect_none(space), "H5Sselect_none");
+    return;
+  }
+  const int64_t cols = shape.size() == 2 ? shape[1] : 1;
+  auto add = [&](int64_t r, int64_t c, int64_t nr, int64_t nc, H5S_seloper_t op) {
+    if (shape.size() == 1) {
+      hsize_t start = hsize_t(r * cols + c), count = hsize_t(nc);
+      check_status(H5Sselect_hyperslab(space, op, &start, nullptr, &count, nullptr), "H5Sselect_hyperslab");
+    } else {
+      hsize_t start[2] = {hsize_t(r), hsize_t(c)}, count[2] = {hsize_t(nr), hsize_t(nc)};
+      check_status(H5Sselect_hyperslab(space, op, start, nullptr, count, nullptr), "H5Sselect_hyperslab");
+    }
+  };
+  if (shape.size() == 1) {
+    add(0, lo, 1, hi - lo, H5S_SELECT_SET);
+    return;
+  }
+  const int64_t r0 = lo / cols, c0 = lo % cols, r1 = (hi - 1) / cols, c1 = (hi - 1) % cols;
+  if (r0 == r1) {
+    add(r0, c0, 1, c1 - c0 + 1, H5S_SELECT_SET);
+    return;
+  }
+  add(r0, c0, 1, cols - c0, H5S_SELECT_SET);
+  if (r1 - r0 > 1) add(r0 + 1, 0, r1 - r0 - 1, cols, H5S_SELECT_OR);
+  add(r1, 0, 1, c1 + 1, H5S_SELECT_OR);
+}
+
+void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, bool write) {
+  const std::vector<int64_t> shape = shape_of(dset);
+  Id fspace(check(H5Dget_space(dset), "H5Dget_space"));
+  select_range(fspace.get(), shape, lo, hi);
+  hsize_t n = hsize_t(std::max<int64_t>(hi - lo, 0));
+  hsize_t one = 1;
+  Id mspace(check(H5Screate_simple(1, n ? &n : &one, nullptr), "H5Screate_simple"));
+  if (n == 0) check_status(H5Sselect_none(mspace.get()), "H5Sselect_none");
+  Id dxpl(check(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate"));
+  if (collective) check_status(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+  if (write) {
+    check_status(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), data), "H5Dwrite");
+  } else {
+    check_status(H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), data), "H5Dread");
+  }
+}
+
+}  // namespace
+
+Id& Id::operator=(Id&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void Id::reset() {
+  if (id_ >= 0) close_any(id_);
+  id_ = H5I_INVALID_HID;
+}
+
+void Id::close() {
+  if (id_ < 0) return;
+  const hid_t id = id_;
+  id_ = H5I_INVALID_HID;
+  check_status(close_any(id), "close");
+}
+
+Id create_file(const std::string& path, MPI_Comm comm) {
+  quiet();
+  Id fapl = file_access(comm);
+  return Id(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path + ": cannot create"));
+}
+
+Id open_file(const std::string& path, MPI_Comm comm) {
+  quiet();
+  Id fapl = file_access(comm);
+  return Id(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path + ": cannot open as HDF5"));
+}
+
+Id create_dataset(hid_t file, const std::string& name, const std::vector<int64_t>& shape) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Id space(check(H5Screate_simple(int(dims.size()), dims.data(), nullptr), "H5Screate_simple"));
+  Id lcpl(check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"));
+  check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
+  return Id(check(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  "cannot create dataset " + name));
+}
+
+Id open_dataset(hid_t file, const std::string& name) {
+  return Id(check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "missing dataset " + name));
+}
+
+std::vector<int64_t> shape_of(hid_t dset) {
+  Id space(check(H5Dget_space(dset), "H5Dget_space"));
+  const int nd = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(size_t(std::max(nd, 0)));
+  check_status(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "H5Sget_simple_extent_dims");
+  return {dims.begin(), dims.end()};
+}
+
+void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective) {
+  transfer(dset, const_cast<float*>(data), lo, hi, collective, true);
+}
+
+void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective) {
+  transfer(dset, data, lo, hi, collective, false);
+}
+
+namespace {
+void set_attr_raw(hid_t obj, const std::string& name, hid_t type, const void* value) {
+  if (H5Aexists(obj, name.c_str()) > 0) check_status(H5Adelete(obj, name.c_str()), "H5Adelete " + name);
+  Id space(check(H5Screate(H5S_SCALAR), "H5Screate"));
+  Id a(check(H5Acreate2(obj, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT), "H5Acreate " + name));
+  check_status(H5Awrite(a.get(), type, value), "H5Awrite " + name);
+}
+}  // namespace
+
+void set_attr(hid_t obj, const std::string& name, const std::string& value) {
+  Id type(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+  check_status(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), "H5Tset_size");
+  set_attr_raw(obj, name, type.get(), value.empty() ? "" : value.data());
+}
+void set_attr(hid_t obj, const std::string& name, int64_t value) { set_attr_raw(obj, name, H5T_NATIVE_INT64, &value); }
+void set_attr(hid_t obj, const std::string& name, uint64_t value) { set_attr_raw(obj, name, H5T_NATIVE_UINT64, &value); }
+
+bool has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
+
+std::string attr_string(hid_t obj, const std::string& name) {
+  Id a(check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "missing attribute " + name));
+  Id type(check(H5Aget_type(a.get()), "H5Aget_type"));
+  const size_t n = H5Tget_size(type.get());
+  std::string s(n, '\0');
+  Id mem(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+  check_status(H5Tset_size(mem.get(), n), "H5Tset_size");
+  check_status(H5Aread(a.get(), mem.get(), s.data()), "H5Aread " + name);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+int64_t attr_int(hid_t obj, const std::string& name) {
+  Id a(check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "missing attribute " + name));
+  int64_t v = 0;
+  check_status(H5Aread(a.get(), H5T_NATIVE_INT64, &v), "H5Aread " + name);
+  return v;
+}
+
+uint64_t attr_uint(hid_t obj, const std::string& name) {
+  Id a(check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "missing attribute " + name));
+  uint64_t v = 0;
+  check_status(H5Aread(a.get(), H5T_NATIVE_UINT64, &v), "H5Aread " + name);
+  return v;
+}
+
+}  // namespace gpt::h5

@@ -1,0 +1,63 @@
+// A thin checked wrapper over the parts of HDF5 the checkpoints use. Every
+// call is checked; failures throw H5Error with HDF5's own innermost message
+// and the file or object involved. Every hid_t is owned by an H5Id (RAII).
+#pragma once
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace gpt::h5 {
+
+class H5Error : public Error {
+ public:
+  using Error::Error;
+};
+
+// Owns one HDF5 identifier and closes it with the right H5*close.
+class Id {
+ public:
+  Id() = default;
+  explicit Id(hid_t id) : id_(id) {}
+  ~Id() { reset(); }
+  Id(Id&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  Id& operator=(Id&& o) noexcept;
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  hid_t get() const { return id_; }
+  void reset();
+  // Closes now and reports failure (a file close flushes: its error matters).
+  void close();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+// comm == MPI_COMM_NULL: serial access (tools); otherwise MPI-IO, collective.
+Id create_file(const std::string& path, MPI_Comm comm);
+Id open_file(const std::string& path, MPI_Comm comm);
+
+Id create_dataset(hid_t file, const std::string& name, const std::vector<int64_t>& shape);
+Id open_dataset(hid_t file, const std::string& name);
+std::vector<int64_t> shape_of(hid_t dset);
+
+// Elements [lo, hi) of the dataset in row-major order, from/to a contiguous
+// buffer. Collective when the file was opened with a communicator: every
+// rank calls it, a rank with lo == hi takes part with an empty selection.
+void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective);
+void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective);
+
+void set_attr(hid_t obj, const std::string& name, const std::string& value);
+void set_attr(hid_t obj, const std::string& name, int64_t value);
+void set_attr(hid_t obj, const std::string& name, uint64_t value);
+std::string attr_string(hid_t obj, const std::string& name);
+int64_t attr_int(hid_t obj, const std::string& name);
+uint64_t attr_uint(hid_t obj, const std::string& name);
+bool has_attr(hid_t obj, const std::string& name);
+
+}  // namespace gpt::h5

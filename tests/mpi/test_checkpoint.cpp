@@ -1,0 +1,201 @@
+// Checkpoints: resume under the same strategy is bit-identical to the
+// uninterrupted run; a zero3 checkpoint resumes under every other strategy
+// and world size (resharding on load) within 1e-6 relative, and so does a
+// one-rank ddp checkpoint under zero3; damaged, mismatched and partial
+// checkpoints are refused or ignored. Launched on 2, 3 and 4 ranks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "fixtures.hpp"
+#include "io/checkpoint.hpp"
+#include "io/h5.hpp"
+#include "mpi_test_env.hpp"
+#include "strategies/trainer.hpp"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;
+};
+
+RunResult train(const RunConfig& c, MPI_Comm comm) {
+  Trainer t(c, comm);
+  RunResult r;
+  r.losses = t.run().losses;
+  r.params = t.full_params();
+  return r;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = (fs::temp_directory_path() / ("gpt_ckpt_test_" + name)).string();
+  if (test::env().rank() == 0) fs::remove_all(d);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return d;
+}
+
+// The uninterrupted run saves at step 4 (and at the end); the continuation
+// from step 4 must reproduce steps 5..8.
+RunConfig eight_steps(const std::string& strategy) {
+  RunConfig c = test::small_run();
+  c.steps = 8;
+  c.strategy = strategy;
+  return c;
+}
+
+TEST(Checkpoint, SameStrategyResumeIsBitIdentical) {
+  for (std::string s : {"ddp", "zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(s);
+    const std::string dir = fresh_dir("same_" + s);
+    RunConfig a = eight_steps(s);
+    a.ckpt_dir = dir;
+    a.ckpt_every = 4;
+    const RunResult full = train(a, MPI_COMM_WORLD);
+    RunConfig b = eight_steps(s);
+    b.resume = dir + "/step_00000004";
+    const RunResult cont = train(b, MPI_COMM_WORLD);
+    ASSERT_EQ(cont.losses.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(cont.losses[i], full.losses[4 + i]) << "step " << 5 + i;
+    EXPECT_EQ(cont.params, full.params);
+  }
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << what << " step " << 5 + i;
+}
+
+TEST(Checkpoint, Zero3CheckpointResumesUnderEveryStrategyAndWorldSize) {
+  const int W = test::env().size();
+  const std::string dir = fresh_dir("reshard");
+  RunConfig a = eight_steps("zero3");
+  a.ckpt_dir = dir;
+  a.ckpt_every = 4;
+  const RunResult full = train(a, MPI_COMM_WORLD);
+  const std::vector<double> want(full.losses.begin() + 4, full.losses.end());
+  const std::string ckpt = dir + "/step_00000004";
+
+  struct Target {
+    std::string strategy, mesh;
+    bool self;  // one rank (MPI_COMM_SELF) instead of the world
+  };
+  std::vector<Target> targets = {{"ddp", "", true}, {"zero2", "", true}, {"ddp", "", false},
+                                 {"zero1", "", false}, {"zero2", "", false}, {"zero3", "", false}};
+  if (W == 4) targets.push_back({"hybrid", "2x2", false});
+  if (W == 2) targets.push_back({"hybrid", "2x1", false});
+  for (const Target& t : targets) {
+    const std::string what = fmt::format("{} {} on {} ranks", t.strategy, t.mesh, t.self ? 1 : W);
+    SCOPED_TRACE(what);
+    RunConfig b = eight_steps(t.strategy);
+    b.mesh = t.mesh;
+    b.resume = ckpt;
+    if (t.self) b.micro_batch = b.global_batch;
+    expect_close(train(b, t.self ? MPI_COMM_SELF : MPI_COMM_WORLD).losses, want, what);
+  }
+}
+
+TEST(Checkpoint, OneRankDdpCheckpointResumesUnderZero3) {
+  const int r = test::env().rank();
+  // Each rank makes its own one-rank run (its own directory), then all
+  // resume rank 0's checkpoint together under zero3.
+  const std::string base = fresh_dir("from_ddp1");
+  RunConfig a = eight_steps("ddp");
+  a.micro_batch = a.global_batch;
+  a.ckpt_dir = base + fmt::format("/rank{}", r);
+  a.ckpt_every = 4;
+  const RunResult full = train(a, MPI_COMM_SELF);
+  MPI_Barrier(MPI_COMM_WORLD);
+  RunConfig b = eight_steps("zero3");
+  b.resume = base + "/rank0/step_00000004";
+  expect_close(train(b, MPI_COMM_WORLD).losses, {full.losses.begin() + 4, full.losses.end()}, "ddp@1 -> zero3");
+}
+
+std::string load_error(const std::string& path, const RunConfig& c) {
+  try {
+    RunConfig b = c;
+    b.resume = path;
+    Trainer t(b, MPI_COMM_WORLD);
+    t.run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
+  const std::string dir = fresh_dir("damage");
+  RunConfig a = eight_steps("zero2");
+  a.steps = 2;
+  a.ckpt_dir = dir;
+  train(a, MPI_COMM_WORLD);
+  const std::string good = dir + "/step_00000002";
+  ASSERT_EQ(latest_checkpoint(dir), good);
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has looked before rank 0 adds the damaged copy
+
+  // One flipped bit inside a tensor's data.
+  const std::string bad = dir + "/step_00000003";
+  if (test::env().rank() == 0) {
+    fs::copy(good, bad, fs::copy_options::recursive);
+    haddr_t at;
+    {
+      h5::Id f = h5::open_file(bad + "/state.h5", MPI_COMM_NULL);
+      h5::Id d = h5::open_dataset(f.get(), "/exp_avg/transformer.h.1.mlp.c_fc.weight");
+      at = H5Dget_offset(d.get());
+    }
+    ASSERT_NE(at, HADDR_UNDEF);
+    std::fstream f(bad + "/state.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(at) + 1001);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(std::streamoff(at) + 1001);
+    f.write(&c, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  RunConfig b = eight_steps("zero2");
+  const std::string e1 = load_error(bad, b);
+  EXPECT_NE(e1.find("state.h5"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("checksum mismatch"), std::string::npos) << e1;
+
+  // A different model.
+  RunConfig wide = b;
+  wide.gpt.n_embd = 128;
+  const std::string e2 = load_error(good, wide);
+  EXPECT_NE(e2.find("model mismatch: n_embd = 64 in the checkpoint, 128 in this run"), std::string::npos) << e2;
+
+  // Partial checkpoints (no COMPLETE marker) are never picked by auto and refused by path.
+  if (test::env().rank() == 0) {
+    fs::remove(bad + "/COMPLETE");
+    fs::create_directories(dir + "/.partial-step_00000009");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(latest_checkpoint(dir), good);
+  const std::string e3 = load_error(bad, b);
+  EXPECT_NE(e3.find("not a complete checkpoint"), std::string::npos) << e3;
+}
+
+TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
+  const std::string dir = fresh_dir("keep");
+  RunConfig a = eight_steps("zero3");
+  a.steps = 6;
+  a.ckpt_dir = dir;
+  a.ckpt_every = 2;
+  a.keep_last = 2;
+  train(a, MPI_COMM_WORLD);
+  EXPECT_FALSE(fs::exists(dir + "/step_00000002"));
+  EXPECT_TRUE(fs::exists(dir + "/step_00000004/COMPLETE"));
+  EXPECT_TRUE(fs::exists(dir + "/step_00000006/COMPLETE"));
+  EXPECT_EQ(latest_checkpoint(dir), dir + "/step_00000006");
+}
+
+}  // namespace
+}  // namespace gpt
