@@ -24,9 +24,9 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Order-free checksum of elements [lo, lo + n) of a tensor: partial sums of
-// disjoint ranges add up to the whole tensor's, whatever the sharding.
-uint64_t checksum(const float* v, int64_t lo, int64_t n) {
+}  // namespace
+
+uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n) {
   uint64_t s = 0;
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
@@ -35,6 +35,8 @@ uint64_t checksum(const float* v, int64_t lo, int64_t n) {
   }
   return s;
 }
+
+namespace {
 
 // The tensor's stored shape and its number of real elements (wte drops its padded rows).
 std::vector<int64_t> stored_shape(const TensorSpec& t) {
@@ -95,7 +97,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
         const std::string ds = fmt::format("/{}/{}", kGroups[g], t.name);
         h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
         h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true);
-        uint64_t sum = n > 0 ? checksum(s.state[g] + off, lo, n) : 0;
+        uint64_t sum = n > 0 ? tensor_checksum(s.state[g] + off, lo, n) : 0;
         MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
         h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
       }
@@ -189,7 +191,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
           if (h5::shape_of(d.get()) != stored_shape(t))
             throw DataError(fmt::format("{}: dataset {} has the wrong shape", file, ds));
           h5::read_range(d.get(), s.state[g] + off, lo, hi, true);
-          uint64_t sum = s.canonical && hi > lo ? checksum(s.state[g] + off, lo, hi - lo) : 0;
+          uint64_t sum = s.canonical && hi > lo ? tensor_checksum(s.state[g] + off, lo, hi - lo) : 0;
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
           if (sum != h5::attr_uint(d.get(), "checksum"))
             throw DataError(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));

@@ -63,6 +63,10 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
                                const std::vector<UnitSlice>& slices);
 
+// Order-free checksum of elements [lo, lo + n) of a tensor (v points at
+// element lo): partial sums of disjoint ranges add up to the whole tensor's.
+uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
+
 // The newest published checkpoint under ckpt_dir, or "" if there is none.
 std::string latest_checkpoint(const std::string& ckpt_dir);
 

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "fixtures.hpp"
 #include "io/checkpoint.hpp"
+#include "io/checkpoint_tools.hpp"
 #include "io/h5.hpp"
 #include "mpi_test_env.hpp"
 #include "strategies/trainer.hpp"
@@ -136,7 +137,7 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   RunConfig a = eight_steps("zero2");
   a.steps = 2;
   a.ckpt_dir = dir;
-  train(a, MPI_COMM_WORLD);
+  const RunResult saved = train(a, MPI_COMM_WORLD);
   const std::string good = dir + "/step_00000002";
   ASSERT_EQ(latest_checkpoint(dir), good);
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has looked before rank 0 adds the damaged copy
@@ -181,6 +182,63 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   EXPECT_EQ(latest_checkpoint(dir), good);
   const std::string e3 = load_error(bad, b);
   EXPECT_NE(e3.find("not a complete checkpoint"), std::string::npos) << e3;
+
+  // ckpt_tool's verify: the good one is sound; the damaged one names both problems.
+  if (test::env().rank() == 0) {
+    EXPECT_TRUE(verify_checkpoint(good).empty());
+    const auto problems = verify_checkpoint(bad);
+    ASSERT_EQ(problems.size(), 2u);
+    EXPECT_NE(problems[0].find("no COMPLETE marker"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[1].find("checksum mismatch in /exp_avg/transformer.h.1.mlp.c_fc.weight"), std::string::npos)
+        << problems[1];
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  (void)saved;
+}
+
+// Exports carry exactly the trained parameters: the HDF5 export under
+// nanoGPT names, the llm.c file with its header, order and padded wte.
+TEST(Checkpoint, ExportsHoldTheModelsParameters) {
+  const std::string dir = fresh_dir("export");
+  RunConfig a = eight_steps("zero3");
+  a.steps = 2;
+  a.ckpt_dir = dir;
+  const RunResult r = train(a, MPI_COMM_WORLD);
+  if (test::env().rank() != 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return;
+  }
+  const ParamLayout layout(a.gpt);
+  const std::string ckpt = dir + "/step_00000002";
+  export_hdf5(ckpt, dir + "/export.h5");
+  {
+    h5::Id f = h5::open_file(dir + "/export.h5", MPI_COMM_NULL);
+    for (size_t u = 0; u < layout.num_units(); ++u)
+      for (const TensorSpec& t : layout.unit(u).tensors) {
+        h5::Id d = h5::open_dataset(f.get(), t.name);
+        std::vector<float> v(size_t(t.init_numel));
+        h5::read_range(d.get(), v.data(), 0, t.init_numel, false);
+        const std::vector<float> want(r.params[u].begin() + t.offset, r.params[u].begin() + t.offset + t.init_numel);
+        ASSERT_EQ(v, want) << t.name;
+      }
+  }
+  export_llmc(ckpt, dir + "/model.bin");
+  std::ifstream f(dir + "/model.bin", std::ios::binary);
+  int32_t h[256];
+  f.read(reinterpret_cast<char*>(h), sizeof h);
+  const GPTConfig& c = a.gpt;
+  EXPECT_EQ(h[0], 20240326);
+  EXPECT_EQ(h[1], 3);
+  EXPECT_EQ((std::vector<int32_t>{h[2], h[3], h[4], h[5], h[6], h[7]}),
+            (std::vector<int32_t>{c.seq_len, c.vocab_size, c.n_layer, c.n_head, c.n_embd, c.padded_vocab()}));
+  EXPECT_EQ(int64_t(fs::file_size(dir + "/model.bin")), 1024 + 4 * layout.total_numel());
+  std::vector<float> wte(size_t(c.padded_vocab()) * c.n_embd), wpe(size_t(c.seq_len) * c.n_embd);
+  f.read(reinterpret_cast<char*>(wte.data()), std::streamsize(4 * wte.size()));
+  f.read(reinterpret_cast<char*>(wpe.data()), std::streamsize(4 * wpe.size()));
+  const auto& emb = r.params[layout.embedding_unit()];
+  EXPECT_TRUE(std::equal(wte.begin(), wte.end(), emb.begin()));  // padded rows are zero on both sides
+  EXPECT_TRUE(std::equal(wpe.begin(), wpe.end(), emb.begin() + layout.wpe_offset()));
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {

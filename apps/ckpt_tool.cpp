@@ -1,0 +1,64 @@
+// ckpt_tool: inspect, verify and export checkpoints written by gpt_train.
+//   ckpt_tool info DIR                      metadata, tensors, shapes, sizes, who wrote it
+//   ckpt_tool verify DIR                    completeness, shapes, checksums (exit 1 on any problem)
+//   ckpt_tool export DIR OUT.h5             full parameter tensors under nanoGPT names
+//   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "comm/mpi_env.hpp"
+#include "io/checkpoint_tools.hpp"
+
+int main(int argc, char** argv) {
+  gpt::MpiEnv env(&argc, &argv);  // the HDF5 library is the MPI build; serial use still wants MPI up
+  CLI::App app{"ckpt_tool: inspect, verify and export gpt_train checkpoints"};
+  app.require_subcommand(1);
+  std::string dir, out, format = "hdf5";
+  auto* info = app.add_subcommand("info", "metadata and tensors");
+  info->add_option("dir", dir, "checkpoint directory")->required();
+  auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
+  verify->add_option("dir", dir, "checkpoint directory")->required();
+  auto* exp = app.add_subcommand("export", "consolidated HDF5 or llm.c model file");
+  exp->add_option("--format", format, "hdf5 | llmc")->check(CLI::IsMember({"hdf5", "llmc"}));
+  exp->add_option("dir", dir, "checkpoint directory")->required();
+  exp->add_option("out", out, "output file")->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*info) {
+      const auto j = gpt::checkpoint_info(dir);
+      const auto& a = j["attrs"];
+      std::printf("%s: %s v%lld, step %lld, written by %s on %lld ranks (mesh %s)%s\n", dir.c_str(),
+                  a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
+                  a["strategy"].get<std::string>().c_str(), (long long)a["world_size"],
+                  a["mesh"].get<std::string>().c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
+      std::printf("model %s, data position epoch %lld offset %lld, seed %llu\n", a["model"].get<std::string>().c_str(),
+                  (long long)a["data_epoch"], (long long)a["data_offset"], (unsigned long long)a["seed"]);
+      long long total = 0;
+      for (const auto& t : j["tensors"]) {
+        std::string shape;
+        for (auto d : t["shape"]) shape += (shape.empty() ? "" : " x ") + std::to_string(d.get<long long>());
+        std::printf("  %-56s [%s] %lld bytes\n", t["name"].get<std::string>().c_str(), shape.c_str(),
+                    (long long)t["bytes"]);
+        total += t["bytes"].get<long long>();
+      }
+      std::printf("%zu tensors, %lld bytes\n", j["tensors"].size(), total);
+    } else if (*verify) {
+      const auto problems = gpt::verify_checkpoint(dir);
+      for (const auto& p : problems) std::printf("BAD: %s\n", p.c_str());
+      std::printf("%s: %s\n", dir.c_str(), problems.empty() ? "ok" : "damaged");
+      return problems.empty() ? 0 : 1;
+    } else if (*exp) {
+      if (format == "llmc") {
+        gpt::export_llmc(dir, out);
+      } else {
+        gpt::export_hdf5(dir, out);
+      }
+      std::printf("wrote %s (%s)\n", out.c_str(), format.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,141 @@
+#include "io/checkpoint_tools.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "io/checkpoint.hpp"
+#include "io/h5.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+namespace fs = std::filesystem;
+namespace {
+
+const char* kGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
+
+std::string state_file(const std::string& dir) { return (fs::path(dir) / "state.h5").string(); }
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+GPTConfig model_of(hid_t f) {
+  const auto m = nlohmann::json::parse(h5::attr_string(f, "model"));
+  return GPTConfig{m.at("n_layer"), m.at("n_head"), m.at("n_embd"), m.at("n_ctx"), m.at("vocab_size")};
+}
+
+std::vector<float> read_all(hid_t f, const std::string& name, std::vector<int64_t>* shape = nullptr) {
+  h5::Id d = h5::open_dataset(f, name);
+  const auto s = h5::shape_of(d.get());
+  std::vector<float> v(size_t(numel(s)));
+  h5::read_range(d.get(), v.data(), 0, numel(s), false);
+  if (shape) *shape = s;
+  return v;
+}
+
+}  // namespace
+
+nlohmann::json checkpoint_info(const std::string& dir) {
+  h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
+  nlohmann::json attrs;
+  for (const char* k : {"format", "strategy", "mesh", "model", "config"}) attrs[k] = h5::attr_string(f.get(), k);
+  for (const char* k : {"format_version", "step", "data_epoch", "data_offset", "world_size"})
+    attrs[k] = h5::attr_int(f.get(), k);
+  attrs["seed"] = h5::attr_uint(f.get(), "seed");
+  attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");
+  nlohmann::json tensors = nlohmann::json::array();
+  const ParamLayout layout(model_of(f.get()));
+  for (const char* g : kGroups)
+    for (const UnitSpec& u : layout.units())
+      for (const TensorSpec& t : u.tensors) {
+        h5::Id d = h5::open_dataset(f.get(), fmt::format("/{}/{}", g, t.name));
+        const auto s = h5::shape_of(d.get());
+        tensors.push_back({{"name", fmt::format("{}/{}", g, t.name)}, {"shape", s}, {"bytes", 4 * numel(s)}});
+      }
+  return {{"attrs", attrs}, {"tensors", tensors}};
+}
+
+std::vector<std::string> verify_checkpoint(const std::string& dir) {
+  std::vector<std::string> problems;
+  if (!fs::exists(fs::path(dir) / "COMPLETE")) problems.push_back(dir + ": no COMPLETE marker (partial checkpoint)");
+  try {
+    h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
+    const ParamLayout layout(model_of(f.get()));
+    for (const char* g : kGroups)
+      for (const UnitSpec& u : layout.units())
+        for (const TensorSpec& t : u.tensors) {
+          const std::string name = fmt::format("/{}/{}", g, t.name);
+          try {
+            std::vector<int64_t> shape;
+            const auto v = read_all(f.get(), name, &shape);
+            std::vector<int64_t> want = t.shape;
+            if (t.init_numel < t.numel) want[0] = t.init_numel / want[1];
+            if (shape != want) {
+              problems.push_back(fmt::format("{}: {} has the wrong shape", state_file(dir), name));
+              continue;
+            }
+            h5::Id d = h5::open_dataset(f.get(), name);
+            if (tensor_checksum(v.data(), 0, int64_t(v.size())) != h5::attr_uint(d.get(), "checksum"))
+              problems.push_back(fmt::format("{}: checksum mismatch in {}", state_file(dir), name));
+          } catch (const h5::H5Error& e) {
+            problems.push_back(fmt::format("{}: {}", state_file(dir), e.what()));
+          }
+        }
+  } catch (const std::exception& e) {
+    problems.push_back(fmt::format("{}: {}", state_file(dir), e.what()));
+  }
+  return problems;
+}
+
+void export_hdf5(const std::string& dir, const std::string& out) {
+  h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
+  const std::string model = h5::attr_string(f.get(), "model");
+  const ParamLayout layout(model_of(f.get()));
+  h5::Id o = h5::create_file(out, MPI_COMM_NULL);
+  for (const UnitSpec& u : layout.units())
+    for (const TensorSpec& t : u.tensors) {
+      std::vector<int64_t> shape;
+      const auto v = read_all(f.get(), "/params/" + t.name, &shape);
+      h5::Id d = h5::create_dataset(o.get(), t.name, shape);
+      h5::write_range(d.get(), v.data(), 0, int64_t(v.size()), false);
+    }
+  h5::set_attr(o.get(), "model", model);
+  h5::set_attr(o.get(), "step", h5::attr_int(f.get(), "step"));
+  o.close();
+}
+
+void export_llmc(const std::string& dir, const std::string& out) {
+  h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
+  const GPTConfig c = model_of(f.get());
+  const int L = c.n_layer;
+  std::FILE* o = std::fopen(out.c_str(), "wb");
+  if (!o) throw DataError(fmt::format("{}: cannot create", out));
+  int32_t header[256] = {};
+  header[0] = 20240326;
+  header[1] = 3;  // fp32 parameters, padded vocabulary
+  header[2] = c.seq_len;
+  header[3] = c.vocab_size;
+  header[4] = L;
+  header[5] = c.n_head;
+  header[6] = c.n_embd;
+  header[7] = c.padded_vocab();
+  bool ok = std::fwrite(header, 4, 256, o) == 256;
+  auto put = [&](const std::vector<float>& v) { ok = ok && std::fwrite(v.data(), 4, v.size(), o) == v.size(); };
+  auto wte = read_all(f.get(), "/params/transformer.wte.weight");
+  wte.resize(size_t(c.padded_vocab()) * c.n_embd, 0.f);  // llm.c stores the padded rows (zeros)
+  put(wte);
+  put(read_all(f.get(), "/params/transformer.wpe.weight"));
+  for (const char* k : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                        "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                        "mlp.c_proj.weight", "mlp.c_proj.bias"})
+    for (int l = 0; l < L; ++l) put(read_all(f.get(), fmt::format("/params/transformer.h.{}.{}", l, k)));
+  put(read_all(f.get(), "/params/transformer.ln_f.weight"));
+  put(read_all(f.get(), "/params/transformer.ln_f.bias"));
+  ok = (std::fclose(o) == 0) && ok;
+  if (!ok) throw DataError(fmt::format("{}: write failed", out));
+}
+
+}  // namespace gpt
