@@ -3,12 +3,14 @@
 //   ckpt_tool verify DIR                    completeness, shapes, checksums (exit 1 on any problem)
 //   ckpt_tool export DIR OUT.h5             full parameter tensors under nanoGPT names
 //   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
+//   ckpt_tool import IN.bin OUT.h5          llm.c model file -> HDF5 export format (gpt_train --init-from takes either)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
 #include "comm/mpi_env.hpp"
 #include "io/checkpoint_tools.hpp"
+#include "io/model_import.hpp"
 
 int main(int argc, char** argv) {
   gpt::MpiEnv env(&argc, &argv);  // the HDF5 library is the MPI build; serial use still wants MPI up
@@ -23,6 +25,10 @@ int main(int argc, char** argv) {
   exp->add_option("--format", format, "hdf5 | llmc")->check(CLI::IsMember({"hdf5", "llmc"}));
   exp->add_option("dir", dir, "checkpoint directory")->required();
   exp->add_option("out", out, "output file")->required();
+  std::string in;
+  auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
+  imp->add_option("in", in, "llm.c model file")->required();
+  imp->add_option("out", out, "output HDF5 file")->required();
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) {
@@ -55,6 +61,9 @@ int main(int argc, char** argv) {
         gpt::export_hdf5(dir, out);
       }
       std::printf("wrote %s (%s)\n", out.c_str(), format.c_str());
+    } else if (*imp) {
+      gpt::llmc_to_hdf5(in, out);
+      std::printf("wrote %s\n", out.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -52,6 +52,7 @@ struct RunConfig {
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)
   int keep_last = 0;     // 0: keep all
   std::string resume;    // "": fresh start; "auto": newest in ckpt_dir; else a checkpoint directory
+  std::string init_from;  // start from these weights (llm.c .bin or HDF5 export) when not resuming
   // output
   std::string metrics;
   int eval_every = 0, val_batches = 8;

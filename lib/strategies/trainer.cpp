@@ -14,6 +14,7 @@
 #include "io/checkpoint.hpp"
 #include "io/data_loader.hpp"
 #include "io/metrics.hpp"
+#include "io/model_import.hpp"
 #include "io/tokenizer.hpp"
 #include "model/cpu/gemm_peak.hpp"
 #include "model/flops.hpp"
@@ -113,6 +114,11 @@ struct Trainer::Impl {
   int restore() {
     if (resume_path.empty()) {
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
+      if (!cfg.init_from.empty()) {
+        import_params(cfg.init_from, base, layout, owned_slices());
+        strategy->after_load();
+        log0("initialised from {}", cfg.init_from);
+      }
       return 0;
     }
     Timer t;

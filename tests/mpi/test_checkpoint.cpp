@@ -14,6 +14,7 @@
 #include "fixtures.hpp"
 #include "io/checkpoint.hpp"
 #include "io/checkpoint_tools.hpp"
+#include "io/model_import.hpp"
 #include "io/h5.hpp"
 #include "mpi_test_env.hpp"
 #include "strategies/trainer.hpp"
@@ -238,7 +239,58 @@ TEST(Checkpoint, ExportsHoldTheModelsParameters) {
   const auto& emb = r.params[layout.embedding_unit()];
   EXPECT_TRUE(std::equal(wte.begin(), wte.end(), emb.begin()));  // padded rows are zero on both sides
   EXPECT_TRUE(std::equal(wpe.begin(), wpe.end(), emb.begin() + layout.wpe_offset()));
+  // llm.c -> HDF5 import reproduces the HDF5 export bit for bit.
+  llmc_to_hdf5(dir + "/model.bin", dir + "/imported.h5");
+  {
+    h5::Id x = h5::open_file(dir + "/export.h5", MPI_COMM_NULL), y = h5::open_file(dir + "/imported.h5", MPI_COMM_NULL);
+    for (size_t u = 0; u < layout.num_units(); ++u)
+      for (const TensorSpec& t : layout.unit(u).tensors) {
+        std::vector<float> a(size_t(t.init_numel)), b(size_t(t.init_numel));
+        h5::Id da = h5::open_dataset(x.get(), t.name), db = h5::open_dataset(y.get(), t.name);
+        h5::read_range(da.get(), a.data(), 0, t.init_numel, false);
+        h5::read_range(db.get(), b.data(), 0, t.init_numel, false);
+        ASSERT_EQ(a, b) << t.name;
+      }
+  }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// --init-from: a run started from either export holds exactly those weights
+// (lr 0: the one step changes nothing), each rank having read only its shard.
+TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
+  const std::string dir = fresh_dir("initfrom");
+  RunConfig a = eight_steps("zero3");
+  a.steps = 2;
+  a.ckpt_dir = dir;
+  const RunResult r = train(a, MPI_COMM_WORLD);
+  if (test::env().rank() == 0) {
+    export_llmc(dir + "/step_00000002", dir + "/model.bin");
+    export_hdf5(dir + "/step_00000002", dir + "/model.h5");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (std::string file : {"model.bin", "model.h5"}) {
+    for (bool self : {false, true}) {
+      SCOPED_TRACE(file + (self ? " ddp on 1 rank" : " zero3 on the world"));
+      RunConfig b = eight_steps(self ? "ddp" : "zero3");
+      if (self) b.micro_batch = b.global_batch;
+      b.steps = 1;
+      b.lr = 0.f;
+      b.min_lr = 0.f;
+      b.init_from = dir + "/" + file;
+      EXPECT_EQ(train(b, self ? MPI_COMM_SELF : MPI_COMM_WORLD).params, r.params);
+    }
+  }
+  RunConfig wide = eight_steps("zero3");
+  wide.gpt.n_layer = 3;
+  wide.init_from = dir + "/model.bin";
+  try {
+    Trainer t(wide, MPI_COMM_WORLD);
+    t.run();
+    ADD_FAILURE() << "a model mismatch must be refused";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("model mismatch: n_layer = 2 in the file, 3 in this run"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {

@@ -1,0 +1,25 @@
+// Starting a run from weights made elsewhere (--init-from FILE): an llm.c
+// GPT-2 model file (.bin, version 3 fp32) or an HDF5 file with parameters at
+// the root under nanoGPT names (ckpt_tool export). Each rank reads only the
+// ranges it owns (UnitSlice::state[0]); optimizer moments are left at zero.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+// Collective over comm. Chooses the reader by content (llm.c magic or HDF5).
+// Throws DataError naming the file on a bad header or a model mismatch.
+void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
+                   const std::vector<UnitSlice>& slices);
+
+// ckpt_tool import: llm.c .bin -> HDF5 export format (serial).
+void llmc_to_hdf5(const std::string& bin, const std::string& out);
+
+}  // namespace gpt
