@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +62,16 @@ void for_each_piece(const UnitSpec& u, int64_t begin, int64_t end, F&& f) {
   }
 }
 
+// Test hook: GPT_TEST_CKPT_WRITE_DELAY_MS slows writing down (per tensor) so
+// that a test can kill a rank while a checkpoint is half written.
+void test_write_delay() {
+  static const int ms = [] {
+    const char* v = std::getenv("GPT_TEST_CKPT_WRITE_DELAY_MS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (ms > 0) ::usleep(useconds_t(ms) * 1000);
+}
+
 std::string step_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
 void fsync_path(const std::string& p) {
@@ -101,6 +112,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
         MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
         h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
       }
+      test_write_delay();
     });
   }
   h5::set_attr(f.get(), "format", std::string(kFormat));
