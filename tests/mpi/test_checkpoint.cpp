@@ -184,6 +184,20 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   const std::string e3 = load_error(bad, b);
   EXPECT_NE(e3.find("not a complete checkpoint"), std::string::npos) << e3;
 
+  // A truncated file and a missing file are refused naming the file.
+  const std::string cut = dir + "/step_00000005", gone = dir + "/step_00000006";
+  if (test::env().rank() == 0) {
+    fs::copy(good, cut, fs::copy_options::recursive);
+    fs::resize_file(cut + "/state.h5", fs::file_size(cut + "/state.h5") / 2);
+    fs::copy(good, gone, fs::copy_options::recursive);
+    fs::remove(gone + "/state.h5");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string e4 = load_error(cut, b), e5 = load_error(gone, b);
+  EXPECT_NE(e4.find(cut + "/state.h5"), std::string::npos) << e4;
+  EXPECT_NE(e5.find(gone + "/state.h5: cannot open"), std::string::npos) << e5;
+  EXPECT_FALSE(verify_checkpoint(cut).empty());
+
   // ckpt_tool's verify: the good one is sound; the damaged one names both problems.
   if (test::env().rank() == 0) {
     EXPECT_TRUE(verify_checkpoint(good).empty());
@@ -305,6 +319,50 @@ TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
   EXPECT_TRUE(fs::exists(dir + "/step_00000004/COMPLETE"));
   EXPECT_TRUE(fs::exists(dir + "/step_00000006/COMPLETE"));
   EXPECT_EQ(latest_checkpoint(dir), dir + "/step_00000006");
+}
+
+}  // namespace
+}  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// Across launches of different sizes (ctest fixtures): GPT_XWORLD_DIR names
+// the directory. GPT_XWORLD_MODE=save: zero3 on this world, checkpoint at
+// step 4, and the uninterrupted losses of steps 5..8 in want.json. =load:
+// resume it under GPT_XWORLD_STRATEGY (and GPT_XWORLD_MESH) on this world.
+// A global batch of 24 divides every world size used (1, 2, 3, 4, 8).
+RunConfig xworld_run(const std::string& strategy) {
+  RunConfig c = eight_steps(strategy);
+  c.global_batch = 24;
+  c.micro_batch = 24 / test::env().size();
+  return c;
+}
+
+TEST(CheckpointAcrossWorlds, SaveOrLoad) {
+  const char* dir = std::getenv("GPT_XWORLD_DIR");
+  const char* mode = std::getenv("GPT_XWORLD_MODE");
+  if (!dir || !mode) GTEST_SKIP() << "set GPT_XWORLD_DIR and GPT_XWORLD_MODE (ctest does)";
+  if (std::string(mode) == "save") {
+    if (test::env().rank() == 0) fs::remove_all(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    RunConfig a = xworld_run("zero3");
+    a.ckpt_dir = dir;
+    a.ckpt_every = 4;
+    const RunResult r = train(a, MPI_COMM_WORLD);
+    if (test::env().rank() == 0)
+      std::ofstream(std::string(dir) + "/want.json") << nlohmann::json(std::vector<double>(r.losses.begin() + 4, r.losses.end())).dump();
+    return;
+  }
+  const char* strategy = std::getenv("GPT_XWORLD_STRATEGY");
+  const char* mesh = std::getenv("GPT_XWORLD_MESH");
+  RunConfig b = xworld_run(strategy ? strategy : "ddp");
+  b.mesh = mesh ? mesh : "";
+  b.resume = std::string(dir) + "/step_00000004";
+  std::ifstream f(std::string(dir) + "/want.json");
+  const auto want = nlohmann::json::parse(f).get<std::vector<double>>();
+  expect_close(train(b, MPI_COMM_WORLD).losses, want,
+               fmt::format("zero3@4 -> {}{}@{}", b.strategy, b.mesh.empty() ? "" : " " + b.mesh, test::env().size()));
 }
 
 }  // namespace
