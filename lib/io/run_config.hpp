@@ -51,6 +51,7 @@ struct RunConfig {
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)
   int keep_last = 0;     // 0: keep all
+  bool ckpt_async = false;  // snapshot, then write in the background while training continues
   std::string resume;    // "": fresh start; "auto": newest in ckpt_dir; else a checkpoint directory
   std::string init_from;  // start from these weights (llm.c .bin or HDF5 export) when not resuming
   // output

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "comm/mesh.hpp"
 #include "core/error.hpp"
@@ -54,6 +55,14 @@ struct Trainer::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   std::string resume_path;  // checkpoint to start from, "" for a fresh start
   MetricsWriter metrics;
+  // Async checkpoints: a snapshot of the owned state written by a background
+  // thread over its own duplicate of the communicator, so its collectives
+  // never interleave with the trainer's on the same communicator. At most
+  // one write is in flight; it is joined before the next one and at the end.
+  MPI_Comm ckpt_comm = MPI_COMM_NULL;
+  std::thread ckpt_thread;
+  std::exception_ptr ckpt_error;
+  std::vector<Buffer<float>> ckpt_snapshot;
   LRSchedule sched;
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
@@ -130,7 +139,13 @@ struct Trainer::Impl {
     return int(meta.step);
   }
 
+  void join_checkpoint() {
+    if (ckpt_thread.joinable()) ckpt_thread.join();
+    if (ckpt_error) std::rethrow_exception(std::exchange(ckpt_error, nullptr));
+  }
+
   void checkpoint(int steps_done) {
+    join_checkpoint();
     Timer t;
     CheckpointMeta meta;
     meta.step = steps_done;
@@ -140,8 +155,39 @@ struct Trainer::Impl {
     meta.mesh = to_string(mesh.shape());
     meta.world_size = world;
     meta.config = cfg.to_json();
-    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
-    log0("checkpoint {} written in {:.2f} s", path, t.seconds());
+    if (!cfg.ckpt_async) {
+      const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
+      log0("checkpoint {} written in {:.2f} s", path, t.seconds());
+      return;
+    }
+    std::vector<UnitSlice> slices = owned_slices();
+    if (ckpt_snapshot.empty()) {
+      for (const UnitSlice& s : slices)
+        for (int g = 0; g < 3; ++g)
+          ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
+      MPI_Comm_dup(base, &ckpt_comm);
+    }
+    for (size_t u = 0; u < slices.size(); ++u)
+      for (int g = 0; g < 3; ++g) {
+        float* dst = ckpt_snapshot[3 * u + g].data();
+        std::copy(slices[u].state[g], slices[u].state[g] + (slices[u].end - slices[u].begin), dst);
+        slices[u].state[g] = dst;
+      }
+    log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, t.seconds());
+    ckpt_thread = std::thread([this, slices, meta] {
+      try {
+        Timer w;
+        const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
+        log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
+      } catch (...) {
+        ckpt_error = std::current_exception();
+      }
+    });
+  }
+
+  ~Impl() {
+    if (ckpt_thread.joinable()) ckpt_thread.join();
+    if (ckpt_comm != MPI_COMM_NULL) MPI_Comm_free(&ckpt_comm);
   }
 
   size_t E() const { return layout.embedding_unit(); }
@@ -363,6 +409,7 @@ struct Trainer::Impl {
         log0("sample at step {}:\n{}", step + 1, text);
       }
     }
+    join_checkpoint();  // the run is not done until its last checkpoint is published
     const auto mm = mem_max();
     sum.model_state_bytes = mm[0] + mm[1] + mm[2];
     sum.peak_bytes = mm[5];

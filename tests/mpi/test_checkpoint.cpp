@@ -70,6 +70,26 @@ TEST(Checkpoint, SameStrategyResumeIsBitIdentical) {
   }
 }
 
+// Written in the background from a snapshot while training continues: the
+// checkpoint must hold the state of its step exactly.
+TEST(Checkpoint, AsyncCheckpointResumesBitIdentical) {
+  for (std::string s : {"ddp", "zero3"}) {
+    SCOPED_TRACE(s);
+    const std::string dir = fresh_dir("async_" + s);
+    RunConfig a = eight_steps(s);
+    a.ckpt_dir = dir;
+    a.ckpt_every = 4;
+    a.ckpt_async = true;
+    const RunResult full = train(a, MPI_COMM_WORLD);
+    EXPECT_TRUE(fs::exists(dir + "/step_00000008/COMPLETE"));  // the last write is joined before run() returns
+    RunConfig b = eight_steps(s);
+    b.resume = dir + "/step_00000004";
+    const RunResult cont = train(b, MPI_COMM_WORLD);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(cont.losses[i], full.losses[4 + i]) << "step " << 5 + i;
+    EXPECT_EQ(cont.params, full.params);
+  }
+}
+
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i)
