@@ -1,5 +1,7 @@
 #include "io/checkpoint.hpp"
 
+#include "core/hash.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,13 +19,6 @@ namespace {
 
 const char* kGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
 constexpr const char* kFormat = "gpt_hpc-checkpoint";
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 

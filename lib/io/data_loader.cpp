@@ -5,15 +5,16 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 
 namespace gpt {
 namespace {
 
+// The splitmix64 generator: the finaliser of a golden-ratio counter.
 uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  const uint64_t r = mix64(s);
+  s += 0x9E3779B97F4A7C15ull;
+  return r;
 }
 
 }  // namespace

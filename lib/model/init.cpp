@@ -1,19 +1,13 @@
 #include "model/init.hpp"
 
+#include "core/hash.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 namespace gpt {
 namespace {
-
-// splitmix64 finaliser: a bijective 64-bit mix with good avalanche.
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
