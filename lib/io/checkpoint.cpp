@@ -17,10 +17,24 @@ namespace gpt {
 namespace fs = std::filesystem;
 namespace {
 
-const char* kGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
 constexpr const char* kFormat = "gpt_hpc-checkpoint";
 
 }  // namespace
+
+std::vector<int64_t> stored_shape(const TensorSpec& t) {
+  std::vector<int64_t> shape = t.shape;
+  if (t.init_numel < t.numel) shape[0] = t.init_numel / shape[1];
+  return shape;
+}
+
+nlohmann::json model_json(const GPTConfig& c) {
+  return {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"n_ctx", c.seq_len},
+          {"vocab_size", c.vocab_size}};
+}
+
+GPTConfig model_from_json(const nlohmann::json& m) {
+  return GPTConfig{m.at("n_layer"), m.at("n_head"), m.at("n_embd"), m.at("n_ctx"), m.at("vocab_size")};
+}
 
 uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n) {
   uint64_t s = 0;
@@ -33,18 +47,6 @@ uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n) {
 }
 
 namespace {
-
-// The tensor's stored shape and its number of real elements (wte drops its padded rows).
-std::vector<int64_t> stored_shape(const TensorSpec& t) {
-  std::vector<int64_t> shape = t.shape;
-  if (t.init_numel < t.numel) shape[0] = t.init_numel / shape[1];
-  return shape;
-}
-
-nlohmann::json model_json(const GPTConfig& c) {
-  return {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"n_ctx", c.seq_len},
-          {"vocab_size", c.vocab_size}};
-}
 
 // Calls f(tensor, dataset name, lo, hi, offset in slice) for the part of
 // each tensor that slice [begin, end) of the unit covers.
@@ -100,7 +102,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
     for_each_piece(u, s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
       const int64_t n = s.canonical ? hi - lo : 0;
       for (int g = 0; g < 3; ++g) {
-        const std::string ds = fmt::format("/{}/{}", kGroups[g], t.name);
+        const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
         h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
         h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true);
         uint64_t sum = n > 0 ? tensor_checksum(s.state[g] + off, lo, n) : 0;
@@ -193,7 +195,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
       const UnitSlice& s = slices[ui];
       for_each_piece(layout.unit(ui), s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
         for (int g = 0; g < 3; ++g) {
-          const std::string ds = fmt::format("/{}/{}", kGroups[g], t.name);
+          const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
           h5::Id d = h5::open_dataset(f.get(), ds);
           if (h5::shape_of(d.get()) != stored_shape(t))
             throw DataError(fmt::format("{}: dataset {} has the wrong shape", file, ds));

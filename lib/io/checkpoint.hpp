@@ -31,6 +31,16 @@ namespace gpt {
 
 inline constexpr int64_t kCheckpointFormatVersion = 1;
 
+// The state groups of state.h5, in UnitSlice::state order.
+inline constexpr const char* kStateGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
+
+// A tensor's shape on disk (and in exports): wte without its padded rows.
+std::vector<int64_t> stored_shape(const TensorSpec& t);
+
+// The "model" attribute: {n_layer, n_head, n_embd, n_ctx, vocab_size}.
+nlohmann::json model_json(const GPTConfig& c);
+GPTConfig model_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception if incomplete
+
 // What this rank owns of one unit: elements [begin, end) of the unit's flat
 // buffer, with pointers to element `begin` of params and the two moments.
 // `canonical`: this rank's slice is part of the one partition that is

@@ -12,8 +12,6 @@ namespace gpt {
 namespace fs = std::filesystem;
 namespace {
 
-const char* kGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
-
 std::string state_file(const std::string& dir) { return (fs::path(dir) / "state.h5").string(); }
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -22,10 +20,7 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-GPTConfig model_of(hid_t f) {
-  const auto m = nlohmann::json::parse(h5::attr_string(f, "model"));
-  return GPTConfig{m.at("n_layer"), m.at("n_head"), m.at("n_embd"), m.at("n_ctx"), m.at("vocab_size")};
-}
+GPTConfig model_of(hid_t f) { return model_from_json(nlohmann::json::parse(h5::attr_string(f, "model"))); }
 
 std::vector<float> read_all(hid_t f, const std::string& name, std::vector<int64_t>* shape = nullptr) {
   h5::Id d = h5::open_dataset(f, name);
@@ -48,7 +43,7 @@ nlohmann::json checkpoint_info(const std::string& dir) {
   attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");
   nlohmann::json tensors = nlohmann::json::array();
   const ParamLayout layout(model_of(f.get()));
-  for (const char* g : kGroups)
+  for (const char* g : kStateGroups)
     for (const UnitSpec& u : layout.units())
       for (const TensorSpec& t : u.tensors) {
         h5::Id d = h5::open_dataset(f.get(), fmt::format("/{}/{}", g, t.name));
@@ -64,16 +59,14 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
   try {
     h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
     const ParamLayout layout(model_of(f.get()));
-    for (const char* g : kGroups)
+    for (const char* g : kStateGroups)
       for (const UnitSpec& u : layout.units())
         for (const TensorSpec& t : u.tensors) {
           const std::string name = fmt::format("/{}/{}", g, t.name);
           try {
             std::vector<int64_t> shape;
             const auto v = read_all(f.get(), name, &shape);
-            std::vector<int64_t> want = t.shape;
-            if (t.init_numel < t.numel) want[0] = t.init_numel / want[1];
-            if (shape != want) {
+            if (shape != stored_shape(t)) {
               problems.push_back(fmt::format("{}: {} has the wrong shape", state_file(dir), name));
               continue;
             }

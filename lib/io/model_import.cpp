@@ -116,9 +116,7 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
   }
   try {
     h5::Id f = h5::open_file(file, comm);
-    const auto m = nlohmann::json::parse(h5::attr_string(f.get(), "model"));
-    check_model(file, layout.config(),
-                GPTConfig{m.at("n_layer"), m.at("n_head"), m.at("n_embd"), m.at("n_ctx"), m.at("vocab_size")});
+    check_model(file, layout.config(), model_from_json(nlohmann::json::parse(h5::attr_string(f.get(), "model"))));
     for (size_t u = 0; u < layout.num_units(); ++u) {
       const UnitSlice& s = slices[u];
       for (const TensorSpec& t : layout.unit(u).tensors) {
@@ -147,16 +145,11 @@ void llmc_to_hdf5(const std::string& bin, const std::string& out) {
   for (size_t u = 0; u < layout.num_units(); ++u) {
     const auto& ts = layout.unit(u).tensors;
     for (size_t k = 0; k < ts.size(); ++k) {
-      std::vector<int64_t> shape = ts[k].shape;
-      if (ts[k].init_numel < ts[k].numel) shape[0] = ts[k].init_numel / shape[1];
-      h5::Id d = h5::create_dataset(o.get(), ts[k].name, shape);
+      h5::Id d = h5::create_dataset(o.get(), ts[k].name, stored_shape(ts[k]));
       h5::write_range(d.get(), params + off[u][k], 0, ts[k].init_numel, false);
     }
   }
-  const GPTConfig& c = layout.config();
-  h5::set_attr(o.get(), "model", nlohmann::json{{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
-                                                {"n_ctx", c.seq_len}, {"vocab_size", c.vocab_size}}
-                                     .dump());
+  h5::set_attr(o.get(), "model", model_json(layout.config()).dump());
   o.close();
 }
 
