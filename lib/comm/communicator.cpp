@@ -1,8 +1,12 @@
 #include "comm/communicator.hpp"
 
+#include "core/trace.hpp"
+
 #include "core/timer.hpp"
 
 namespace gpt {
+
+void Communicator::set_trace_label(const std::string& label) { trace_lane_ = trace::lane("comm " + label); }
 
 std::string to_string(DType t) { return t == DType::kF32 ? "f32" : "bf16"; }
 

@@ -92,11 +92,15 @@ class Communicator {
   void barrier();
 
   CommStats& stats() { return stats_; }
+  // Names this communicator's lane in traces ("shard", "replicate", ...);
+  // until then its collectives are not traced.
+  void set_trace_label(const std::string& label);
 
  protected:
   // Bytes this rank sends for a collective, per the convention above.
   int64_t ring_bytes(double factor, size_t full_bytes) const;
   CommStats stats_;
+  int trace_lane_ = -1;
 };
 
 // A Work that is already complete (communicators of one rank).

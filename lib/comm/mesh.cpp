@@ -75,6 +75,9 @@ DeviceMesh2D::DeviceMesh2D(MPI_Comm base, MeshShape shape, CommBackend backend, 
   world_ = make_communicator(backend, base, device);
   shard_comm_ = make_communicator(backend, shard_comm, device);
   replicate_comm_ = make_communicator(backend, replicate_comm, device);
+  world_->set_trace_label("world");
+  shard_comm_->set_trace_label("shard");
+  replicate_comm_->set_trace_label("replicate");
   // The communicators hold their own duplicates.
   MPI_Comm_free(&shard_comm);
   MPI_Comm_free(&replicate_comm);

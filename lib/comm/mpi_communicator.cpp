@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include "comm/mpi_check.hpp"
 #include "core/bf16.hpp"
 #include "core/timer.hpp"
+#include "core/trace.hpp"
 #ifdef GPT_HAVE_NCCL
 #include <cuda_runtime.h>
 #endif
@@ -128,6 +131,9 @@ void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* rec
 struct MpiCommunicator::Task final : Work {
   std::function<void()> fn;
   CommStats* stats = nullptr;
+  const char* op = "";  // for traces
+  int64_t bytes = 0;
+  double issued_us = 0;
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -140,7 +146,11 @@ struct MpiCommunicator::Task final : Work {
   void wait() override {
     Timer t;
     std::unique_lock lk(mu);
+    // A wait that blocks is exposed communication: a slice on the caller's lane.
+    std::optional<trace::Span> blocked;
+    if (!done && trace::enabled()) blocked.emplace("wait", "comm");
     cv.wait(lk, [&] { return done; });
+    blocked.reset();
     stats->add_exposed(t.seconds());
     if (error) std::rethrow_exception(error);
   }
@@ -179,12 +189,22 @@ void MpiCommunicator::progress_loop() {
       queue_.pop_front();
     }
     Timer t;
+    const double start_us = trace::enabled() ? trace::now_us() : 0;
     try {
       task->fn();
     } catch (...) {
       task->error = std::current_exception();
     }
     stats_.add_time(t.seconds());
+    if (trace_lane_ >= 0 && trace::enabled()) {
+      // The transfer itself on this communicator's lane, and issue -> completion
+      // as an async slice (queued collectives overlap each other).
+      static std::atomic<uint64_t> next_id{1};
+      const double end_us = trace::now_us();
+      trace::record({task->op, "comm", -1, trace_lane_, false, 0, start_us, end_us - start_us, task->bytes});
+      trace::record({task->op, "collective", -1, trace_lane_, true, next_id++, task->issued_us,
+                     end_us - task->issued_us, task->bytes});
+    }
     task->fn = nullptr;
     {
       std::lock_guard lk(task->mu);
@@ -194,10 +214,13 @@ void MpiCommunicator::progress_loop() {
   }
 }
 
-WorkPtr MpiCommunicator::enqueue(std::function<void()> fn, int64_t bytes) {
+WorkPtr MpiCommunicator::enqueue(const char* op, std::function<void()> fn, int64_t bytes) {
   auto task = std::make_shared<Task>();
   task->fn = std::move(fn);
   task->stats = &stats_;
+  task->op = op;
+  task->bytes = bytes;
+  if (trace::enabled()) task->issued_us = trace::now_us();
   stats_.add_issue(bytes);
   {
     std::lock_guard lk(mu_);
@@ -210,7 +233,7 @@ WorkPtr MpiCommunicator::enqueue(std::function<void()> fn, int64_t bytes) {
 WorkPtr MpiCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
   const int n = checked_count(count);
   const size_t bytes = count * dtype_size(t);
-  return enqueue(
+  return enqueue("all_reduce",
       [=, this] {
         run_on_host(send, bytes, recv, bytes, [&](const void* s, void* r) {
           GPT_MPI_CHECK(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, mpi_type(t), mpi_sum(t), comm_));
@@ -226,7 +249,7 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size
   checked_count(recv_count * size_t(size_));
   const size_t es = dtype_size(t);
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * es == static_cast<char*>(recv);
-  return enqueue(
+  return enqueue("reduce_scatter", 
       [=, this] {
         run_on_host(send, recv_count * size_t(size_) * es, recv, recv_count * es, [&](const void* s, void* r) {
           if (in_place) {
@@ -249,7 +272,7 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t s
   checked_count(send_count * size_t(size_));
   const size_t es = dtype_size(t);
   const bool in_place = static_cast<const char*>(send) == static_cast<char*>(recv) + rank_ * send_count * es;
-  return enqueue(
+  return enqueue("all_gather", 
       [=, this] {
         run_on_host(send, send_count * es, recv, send_count * size_t(size_) * es, [&](const void* s, void* r) {
           GPT_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : s, n, mpi_type(t), r, n, mpi_type(t), comm_));
@@ -262,7 +285,7 @@ WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType t, int r
   const int n = checked_count(count);
   GPT_CHECK(root >= 0 && root < size_, "broadcast root {} outside communicator of {}", root, size_);
   const size_t bytes = count * dtype_size(t);
-  return enqueue(
+  return enqueue("broadcast", 
       [=, this] {
         run_on_host(buf, bytes, buf, bytes,
                     [&](const void*, void* r) { GPT_MPI_CHECK(MPI_Bcast(r, n, mpi_type(t), root, comm_)); });
@@ -271,7 +294,7 @@ WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType t, int r
 }
 
 WorkPtr MpiCommunicator::barrier_async() {
-  return enqueue([this] { GPT_MPI_CHECK(MPI_Barrier(comm_)); }, 0);
+  return enqueue("barrier", [this] { GPT_MPI_CHECK(MPI_Barrier(comm_)); }, 0);
 }
 
 }  // namespace gpt

@@ -49,7 +49,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct Task;
-  WorkPtr enqueue(std::function<void()> fn, int64_t bytes);
+  WorkPtr enqueue(const char* op, std::function<void()> fn, int64_t bytes);
   // Runs fn(send, recv) on host memory: directly, or through pinned staging
   // when either buffer is on a GPU. Called on the progress thread only.
   void run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,

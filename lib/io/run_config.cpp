@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 
 namespace gpt {
@@ -83,8 +84,10 @@ std::vector<Key> keys() {
        [](C&, P& p, S v) { p.vocab_size = parse_int("vocab-size", v, 2, 65536); }},
       {"seq-len", "training sequence length T (<= the model's context; default: the context)", false,
        [](C& c, P&, S v) { c.seq_len = parse_int("seq-len", v, 1); }},
-      {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid", false,
-       [](C& c, P&, S v) { c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid"}); }},
+      {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid | auto (the planner's choice)", false,
+       [](C& c, P&, S v) { c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid", "auto"}); }},
+      {"device-mem", "strategy auto: memory per rank to plan for, e.g. 8GiB (default: host memory / ranks per node)",
+       false, [](C& c, P&, S v) { parse_bytes(v, "device-mem"); c.device_mem = v; }},
       {"hybrid-inner", "sharding inside a hybrid shard group: zero3 | zero2", false,
        [](C& c, P&, S v) { c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"}); }},
       {"bucket-mb", "ddp: gradient all-reduce bucket size in MiB", false,
@@ -138,6 +141,8 @@ std::vector<Key> keys() {
       {"init-from", "start from weights in an llm.c .bin or an HDF5 export (ignored when resuming)", false,
        [](C& c, P&, S v) { c.init_from = v; }},
       {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},
+      {"trace", "Chrome trace-event JSON (one process per rank; open in Perfetto)", false,
+       [](C& c, P&, S v) { c.trace = v; }},
       {"eval-every", "validation loss every N steps (0: only at the end)", false,
        [](C& c, P&, S v) { c.eval_every = parse_int("eval-every", v, 0); }},
       {"val-batches", "micro-batches per validation", false,
@@ -242,6 +247,9 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
   if (cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+  if (cfg.strategy == "auto" && !cfg.mesh.empty())
+    throw ConfigError(fmt::format("invalid mesh = '{}': strategy auto chooses the mesh; give one or the other",
+                                  cfg.mesh));
   if (cfg.resume == "auto" && cfg.ckpt_dir.empty())
     throw ConfigError("invalid resume = 'auto': needs --ckpt-dir to look in");
   return true;
@@ -261,6 +269,7 @@ nlohmann::json RunConfig::to_json() const {
       {"seq_len", seq_len},
       {"strategy", strategy},
       {"hybrid_inner", hybrid_inner},
+      {"device_mem", device_mem},
       {"bucket_mb", bucket_mb},
       {"device", "cpu"},
       {"precision", "fp32"},
@@ -289,6 +298,7 @@ nlohmann::json RunConfig::to_json() const {
       {"ckpt_async", ckpt_async},
       {"resume", resume},
       {"init_from", init_from},
+      {"trace", trace},
       {"eval_every", eval_every},
       {"val_batches", val_batches},
       {"sample_every", sample_every},

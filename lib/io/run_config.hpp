@@ -27,7 +27,8 @@ struct RunConfig {
   GPTConfig gpt;  // resolved from the preset plus overrides
   int seq_len = 0;  // training sequence length; 0 = the model's context
   // parallelism and placement
-  std::string strategy = "ddp";       // ddp | zero1 | zero2 | zero3 | hybrid
+  std::string strategy = "ddp";       // ddp | zero1 | zero2 | zero3 | hybrid | auto (resolved by the trainer)
+  std::string device_mem;             // strategy auto: memory budget per rank ("" = host memory / ranks per node)
   std::string hybrid_inner = "zero3";  // sharding inside a hybrid shard group
   double bucket_mb = 25;               // ddp gradient bucket
   DeviceKind device = DeviceKind::kCpu;
@@ -56,6 +57,7 @@ struct RunConfig {
   std::string init_from;  // start from these weights (llm.c .bin or HDF5 export) when not resuming
   // output
   std::string metrics;
+  std::string trace;  // Chrome trace-event JSON, "" = off
   int eval_every = 0, val_batches = 8;
   int sample_every = 0, sample_tokens = 64;
   int log_every = 1;

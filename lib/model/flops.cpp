@@ -12,3 +12,20 @@ double train_flops_per_token(const GPTConfig& c, int seq_len) {
 }
 
 }  // namespace gpt
+
+namespace gpt {
+
+double gpu_peak_flops(const std::string& name, bool bf16) {
+  // Most specific first: "H100 PCIe" must not match the SXM row.
+  static const struct {
+    const char* key;
+    double bf16, fp32;
+  } table[] = {{"H100 PCIe", 756e12, 51e12}, {"H100 NVL", 835e12, 60e12}, {"H200", 989e12, 67e12},
+               {"H100", 989e12, 67e12},       {"A100", 312e12, 19.5e12},
+               {"L40S", 362e12, 91.6e12},    {"A10", 125e12, 31.2e12},   {"V100", 125e12, 15.7e12}};
+  for (const auto& row : table)
+    if (name.find(row.key) != std::string::npos) return bf16 ? row.bf16 : row.fp32;
+  return 0;
+}
+
+}  // namespace gpt

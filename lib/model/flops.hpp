@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "model/config.hpp"
 
@@ -19,5 +20,16 @@ namespace gpt {
 
 int64_t matmul_params(const GPTConfig& c);
 double train_flops_per_token(const GPTConfig& c, int seq_len);
+
+}  // namespace gpt
+
+namespace gpt {
+
+// Dense peak FLOP/s of a GPU by (a substring of) its CUDA device name, for
+// MFU's denominator: bf16 tensor-core peak without sparsity, or fp32 (non
+// tensor-core) when bf16 is false. 0 when the name is unknown.
+//   H100 SXM / H200: 989 TF bf16, 67 TF fp32; H100 PCIe: 756 / 51;
+//   A100: 312 / 19.5; L40S: 362 / 91.6; A10: 125 / 31.2; V100: 125 (fp16) / 15.7.
+double gpu_peak_flops(const std::string& device_name, bool bf16);
 
 }  // namespace gpt

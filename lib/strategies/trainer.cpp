@@ -21,7 +21,11 @@
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
 #include "model/schedule.hpp"
+#include "strategies/planner.hpp"
 #include "strategies/strategy.hpp"
+#include "core/bytes.hpp"
+#include "core/trace.hpp"
+#include "io/trace_writer.hpp"
 
 namespace gpt {
 namespace {
@@ -33,6 +37,38 @@ std::string format_eta(double s) {
   return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
+// --strategy auto: the planner's recommendation for this model, batch and
+// world (memory per rank: --device-mem, or this host's memory shared by the
+// ranks on it). Other strategies pass through unchanged.
+RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note) {
+  if (c.strategy != "auto") return c;
+  int world = 1;
+  MPI_Comm_size(base, &world);
+  const NodeLayout nodes = node_layout(base);
+  Workload w;
+  w.model = c.gpt;
+  w.seq_len = c.seq_len > 0 ? c.seq_len : c.gpt.seq_len;
+  w.micro_batch = c.micro_batch;
+  w.accum = std::max(1, c.global_batch / std::max(1, c.micro_batch * world));
+  w.activation_checkpointing = c.activation_checkpointing;
+  w.threads = num_threads();
+  ClusterSpec cluster = ClusterSpec::defaults("cpu", world, nodes.uniform ? nodes.local_size : world);
+  if (!c.device_mem.empty()) cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
+  const Plan plan = make_plan(w, cluster);
+  log0("strategy auto: plan for {} ranks, {} per node, {} per rank\n{}", world, cluster.ranks_per_node,
+       format_bytes(double(cluster.device_memory)), format_plan(plan));
+  if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
+  const Placement& p = plan.rows[size_t(plan.best)].placement;
+  RunConfig r = c;
+  r.strategy = to_string(p.kind);
+  if (p.kind == StrategyKind::kHybrid) {
+    r.mesh = to_string(p.mesh);
+    r.hybrid_inner = to_string(p.hybrid_inner);
+  }
+  *note = plan.reasoning;
+  return r;
+}
+
 MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
   int size = 1;
   MPI_Comm_size(base, &size);
@@ -42,6 +78,8 @@ MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
 }  // namespace
 
 struct Trainer::Impl {
+  std::string auto_note;  // strategy auto: why the planner chose what runs
+  RunConfig resolved;     // the config with strategy auto resolved
   const RunConfig& cfg;
   MPI_Comm base;
   int rank = 0, world = 1;
@@ -77,27 +115,28 @@ struct Trainer::Impl {
     return s;
   }
 
-  Impl(const RunConfig& c, MPI_Comm b)
-      : cfg(c),
+  Impl(const RunConfig& config, MPI_Comm b)
+      : resolved(resolve_strategy(config, b, &auto_note)),
+        cfg(resolved),
         base(b),
         rank(rank_of(b)),
         world(size_of(b)),
-        mesh(b, resolve_mesh(c, b), parse_comm_backend(c.comm)),
-        layout(c.gpt),
-        strategy(make_strategy({parse_strategy(c.strategy), parse_strategy(c.hybrid_inner), c.bucket_mb, c.seed},
+        mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm)),
+        layout(cfg.gpt),
+        strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed},
                                layout, mesh, &mem)),
-        model(layout, {c.micro_batch, c.seq_len, c.activation_checkpointing, 0}, &mem),
-        loader(LoaderOptions{expand_globs(c.data), c.seq_len, c.global_batch, c.micro_batch, rank, world, c.seed,
-                             true, c.gpt.vocab_size}),
-        resume_path(resolve_resume(c)),
-        metrics(rank == 0 ? c.metrics : std::string(), !resume_path.empty()),
-        sched{c.lr, c.min_lr, c.warmup, c.steps} {
-    if (!c.val_data.empty()) {
-      val_loader.emplace(LoaderOptions{expand_globs(c.val_data), c.seq_len, c.micro_batch * world, c.micro_batch,
-                                       rank, world, c.seed, false, c.gpt.vocab_size});
+        model(layout, {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0}, &mem),
+        loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world, cfg.seed,
+                             true, cfg.gpt.vocab_size}),
+        resume_path(resolve_resume(cfg)),
+        metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
+        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps} {
+    if (!cfg.val_data.empty()) {
+      val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
+                                       rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
-    if (c.sample_tokens > 0) tokenizer = make_tokenizer(c.tokenizer, c.vocab, c.merges);
-    tokens.resize(size_t(c.micro_batch) * c.seq_len);
+    if (cfg.sample_tokens > 0) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    tokens.resize(size_t(cfg.micro_batch) * cfg.seq_len);
     targets.resize(tokens.size());
     // MFU's denominator is the aggregate peak of all ranks: each measures its
     // GEMM throughput at the same time as the others, so ranks sharing cores
@@ -146,6 +185,7 @@ struct Trainer::Impl {
 
   void checkpoint(int steps_done) {
     join_checkpoint();
+    trace::Span span(cfg.ckpt_async ? "checkpoint snapshot" : "checkpoint write", "checkpoint");
     Timer t;
     CheckpointMeta meta;
     meta.step = steps_done;
@@ -176,6 +216,7 @@ struct Trainer::Impl {
     log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, t.seconds());
     ckpt_thread = std::thread([this, slices, meta] {
       try {
+        trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
         Timer w;
         const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
         log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
@@ -201,15 +242,25 @@ struct Trainer::Impl {
     const int L = cfg.gpt.n_layer;
     S.prefetch(E());
     S.prefetch(B(0));
-    model.forward_embedding(S.params(E()), tok);
+    const float* wte = S.params(E());
+    {
+      trace::Span t("forward embedding", "compute");
+      model.forward_embedding(wte, tok);
+    }
     for (int l = 0; l < L; ++l) {
       S.prefetch(l + 1 < L ? B(l + 1) : F());
-      model.forward_block(l, S.params(B(l)));
+      const float* p = S.params(B(l));
+      {
+        trace::Span t("forward h", "compute", l);
+        model.forward_block(l, p);
+      }
       S.release(B(l));
     }
   }
 
   // One micro-batch: forward, loss, backward. Returns the mean loss.
+  // Gathers (params) and gradient buffers (grads) are taken before each
+  // compute slice, so a trace shows waiting and computing apart.
   double micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
     Strategy& S = *strategy;
     const int L = cfg.gpt.n_layer;
@@ -217,18 +268,36 @@ struct Trainer::Impl {
     const float* fin = S.params(F());
     // The tied LM head's backward runs inside forward_head: wte's gradient
     // buffer must exist now and stays until the embedding's own backward.
-    const double loss = model.forward_head(fin, S.params(E()), tgt, S.grads(E()), loss_scale);
+    const float* wte = S.params(E());
+    float* dwte = S.grads(E());
+    double loss;
+    {
+      trace::Span t("head and loss", "compute");
+      loss = model.forward_head(fin, wte, tgt, dwte, loss_scale);
+    }
     S.prefetch(B(L - 1));
-    model.backward_final(fin, S.grads(F()));
+    float* dfin = S.grads(F());
+    {
+      trace::Span t("backward final", "compute");
+      model.backward_final(fin, dfin);
+    }
     S.grads_done(F());
     S.release(F());
     for (int l = L - 1; l >= 0; --l) {
       if (l > 0) S.prefetch(B(l - 1));
-      model.backward_block(l, S.params(B(l)), S.grads(B(l)));
+      const float* p = S.params(B(l));
+      float* g = S.grads(B(l));
+      {
+        trace::Span t("backward h", "compute", l);
+        model.backward_block(l, p, g);
+      }
       S.grads_done(B(l));
       S.release(B(l));
     }
-    model.backward_embedding(tok, S.grads(E()));
+    {
+      trace::Span t("backward embedding", "compute");
+      model.backward_embedding(tok, S.grads(E()));
+    }
     S.grads_done(E());
     S.release(E());
     return loss;
@@ -240,6 +309,7 @@ struct Trainer::Impl {
   }
 
   double evaluate() {
+    trace::Span t("eval", "eval");
     Strategy& S = *strategy;
     model.set_shape(cfg.micro_batch, cfg.seq_len);
     val_loader->seek({0, 0});
@@ -258,6 +328,7 @@ struct Trainer::Impl {
   // Every rank generates the same tokens (same seed): sharded parameters are
   // gathered collectively. Only rank 0 prints the result.
   std::string sample(int step) {
+    trace::Span t("sample", "eval");
     Strategy& S = *strategy;
     const int V = cfg.gpt.vocab_size;
     std::vector<int32_t> ctx{tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
@@ -318,6 +389,7 @@ struct Trainer::Impl {
                              {"threads", num_threads()},
                              {"gemm_peak_flops", gemm_peak},
                              {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)}};
+    if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
     metrics.write(header);
     log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
          layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
@@ -328,6 +400,10 @@ struct Trainer::Impl {
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
+    if (!cfg.trace.empty()) {
+      MPI_Barrier(base);  // every rank's clock starts together
+      trace::start();
+    }
     const int start_step = restore();
     if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
 
@@ -338,24 +414,39 @@ struct Trainer::Impl {
     int64_t comm_bytes = 0;
     Timer run_timer;
     for (int step = start_step; step < cfg.steps; ++step) {
+      std::optional<trace::Span> step_span(std::in_place, "step", "step", step + 1);
       Timer t;
       for (Communicator* c : comms) c->stats().reset();
       double loss = 0;
       for (int m = 0; m < loader.accum_steps(); ++m) {
         strategy->begin_micro_batch(m + 1 == loader.accum_steps());
-        loader.micro_batch(m, tokens.data(), targets.data());
+        {
+          trace::Span d("data", "data");
+          loader.micro_batch(m, tokens.data(), targets.data());
+        }
         loss += micro_step(tokens.data(), targets.data(), loss_scale);
       }
-      strategy->finish_gradient_sync();
-      const double norm = strategy->grad_norm();
+      {
+        trace::Span g("gradient sync", "comm");
+        strategy->finish_gradient_sync();
+      }
+      double norm;
+      {
+        trace::Span g("grad norm", "optimizer");
+        norm = strategy->grad_norm();
+      }
       const float lr = sched.at(step);
-      strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
+      {
+        trace::Span o("optimizer step", "optimizer");
+        strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
+      }
       loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
       // micro-batches hold the same number of tokens.
       loss = mean_over_ranks(loss / loader.accum_steps());
       if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
+      step_span.reset();
       CommTotals comm;
       for (Communicator* c : comms) {
         const CommTotals x = c->stats().totals();
@@ -410,8 +501,18 @@ struct Trainer::Impl {
       }
     }
     join_checkpoint();  // the run is not done until its last checkpoint is published
+    if (!cfg.trace.empty()) {
+      trace::stop();
+      write_trace(cfg.trace, base);
+      log0("trace written to {} (open in ui.perfetto.dev)", cfg.trace);
+    }
     const auto mm = mem_max();
     sum.model_state_bytes = mm[0] + mm[1] + mm[2];
+    sum.activation_bytes = mm[3];
+    sum.buffer_bytes = mm[4];
+    sum.strategy = cfg.strategy;
+    sum.mesh = to_string(mesh.shape());
+    sum.hybrid_inner = cfg.hybrid_inner;
     sum.peak_bytes = mm[5];
     sum.comm_bytes_per_step = comm_bytes;
     if (steady_steps > 0) {

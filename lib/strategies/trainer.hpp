@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/mpi_env.hpp"
@@ -20,8 +21,11 @@ struct TrainSummary {
   double mfu = 0;
   double step_time_s = 0;
   int64_t model_state_bytes = 0;  // params + grads + optim on this rank (max over ranks)
+  int64_t activation_bytes = 0;   // max over ranks
+  int64_t buffer_bytes = 0;       // transient gathered units / unit gradients, max over ranks
   int64_t peak_bytes = 0;         // max over ranks
   int64_t comm_bytes_per_step = 0;
+  std::string strategy, mesh, hybrid_inner;  // as run (strategy auto: the planner's choice)
   double comm_s_per_step = 0, exposed_s_per_step = 0;
 };
 

@@ -1,0 +1,106 @@
+// plan: predicted memory, communication and step time of every strategy and
+// mesh for a model on a cluster, and the one to use. No MPI, no allocation:
+//   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB \
+//        --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing]
+// The model behind the numbers is documented in lib/strategies/planner.hpp.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "core/bytes.hpp"
+#include "core/error.hpp"
+#include "model/flops.hpp"
+#include "model/layout.hpp"
+#include "strategies/planner.hpp"
+
+int main(int argc, char** argv) {
+  using namespace gpt;
+  CLI::App app{"Predict memory, communication and step time per strategy; recommend one."};
+  std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
+  int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
+      vocab = 0;
+  double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
+  bool ckpt = false;
+  app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
+  app.add_option("--n-layer", n_layer, "override the preset's layers");
+  app.add_option("--n-head", n_head, "override the preset's heads");
+  app.add_option("--n-embd", n_embd, "override the preset's width");
+  app.add_option("--vocab-size", vocab, "override the preset's vocabulary");
+  app.add_option("--ranks", ranks, "ranks in the job")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(CLI::PositiveNumber);
+  app.add_option("--device", device, "cuda | cpu: defaults for memory, peak and bandwidths")
+      ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--gpu", gpu, "GPU name for the peak FLOP/s table (H100, H200, A100, ...)")->capture_default_str();
+  app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: by device)");
+  app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", seq_len, "training sequence length (default: the model's context)");
+  app.add_option("--accum", accum, "micro-batches per optimizer step")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision, "fp32 | bf16 (default: bf16 on cuda, fp32 on cpu)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--reduce-dtype", reduce, "gradient reduction dtype with bf16: fp32 | bf16")->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_flag("--activation-checkpointing", ckpt, "keep one block's activations, recompute the rest");
+  app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
+  app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
+  app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
+  app.add_option("--intra-gbps", intra_gbps, "GB/s a rank sends in a ring inside a node");
+  app.add_option("--inter-gbps", inter_gbps, "GB/s a rank sends in a ring across nodes");
+  app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
+  app.add_option("--json", json_out, "also write the plan as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    Workload w;
+    w.model = preset(model);
+    if (n_layer) w.model.n_layer = n_layer;
+    if (n_head) w.model.n_head = n_head;
+    if (n_embd) w.model.n_embd = n_embd;
+    if (vocab) w.model.vocab_size = vocab;
+    w.model.validate();
+    if (seq_len < 0 || seq_len > w.model.seq_len)
+      throw ConfigError(fmt::format("invalid seq-len = {}: the model's context is {}", seq_len, w.model.seq_len));
+    w.seq_len = seq_len ? seq_len : w.model.seq_len;
+    w.micro_batch = micro;
+    w.accum = accum;
+    w.activation_checkpointing = ckpt;
+    w.threads = threads;
+    if (precision.empty()) precision = device == "cuda" ? "bf16" : "fp32";
+    w.format = precision == "bf16" ? NumericFormat::bf16(reduce == "fp32") : NumericFormat::fp32();
+    if (!rpn) rpn = ranks;
+    if (ranks % rpn)
+      throw ConfigError(fmt::format("invalid ranks-per-node = {}: --ranks {} is not a multiple of it", rpn, ranks));
+    ClusterSpec c = ClusterSpec::defaults(device, ranks, rpn);
+    if (device == "cuda") {
+      c.peak_flops = gpu_peak_flops(gpu, precision == "bf16");
+      if (c.peak_flops == 0 && peak_tflops == 0)
+        throw ConfigError(fmt::format("unknown gpu = '{}': give --peak-tflops", gpu));
+    }
+    if (peak_tflops > 0) c.peak_flops = peak_tflops * 1e12;
+    if (!device_mem.empty()) c.device_memory = parse_bytes(device_mem, "device-mem");
+    if (intra_gbps > 0) c.intra_bw = intra_gbps * 1e9;
+    if (inter_gbps > 0) c.inter_bw = inter_gbps * 1e9;
+    c.assumed_mfu = mfu;
+    c.headroom = headroom;
+    const Plan p = make_plan(w, c);
+    const ParamLayout layout(w.model);
+    std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
+                model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
+                w.model.vocab_size, w.seq_len, micro, accum, precision.c_str(),
+                ckpt ? ", activation checkpointing" : "");
+    std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.0f TFLOP/s x %.0f%% MFU, "
+                "%.0f GB/s inside a node, %.1f GB/s across\n\n",
+                ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
+                100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_bw / 1e9);
+    std::fputs(format_plan(p).c_str(), stdout);
+    if (!json_out.empty()) {
+      std::ofstream f(json_out);
+      f << plan_to_json(p).dump(2) << "\n";
+      if (!f) throw Error(fmt::format("cannot write {}", json_out));
+    }
+    return p.best >= 0 ? 0 : 3;  // 3: nothing fits
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,182 @@
+#include "strategies/cost_model.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/shard.hpp"
+#include "model/layout.hpp"
+
+namespace gpt {
+
+NumericFormat NumericFormat::fp32() { return {}; }
+
+NumericFormat NumericFormat::bf16(bool reduce_in_fp32) {
+  NumericFormat f;
+  f.param_bytes = 2;
+  f.grad_bytes = 2;
+  f.optim_bytes = 12;  // fp32 master + m + v
+  f.reduce_bytes = reduce_in_fp32 ? 4 : 2;
+  f.act_bytes = 2;
+  f.flash_attention = true;
+  return f;
+}
+
+int Placement::shard_size() const {
+  switch (kind) {
+    case StrategyKind::kDdp: return 1;
+    case StrategyKind::kHybrid: return mesh.shard;
+    default: return world();
+  }
+}
+
+int Placement::replicas() const {
+  switch (kind) {
+    case StrategyKind::kDdp: return world();
+    case StrategyKind::kHybrid: return mesh.replicas;
+    default: return 1;
+  }
+}
+
+std::string Placement::name() const {
+  if (kind != StrategyKind::kHybrid) return to_string(kind);
+  return fmt::format("hybrid {} ({})", to_string(mesh), to_string(hybrid_inner));
+}
+
+Placement make_placement(StrategyKind kind, StrategyKind inner, MeshShape mesh, int ranks_per_node) {
+  Placement p;
+  p.kind = kind;
+  p.hybrid_inner = inner;
+  p.mesh = mesh;
+  p.ranks_per_node = std::max(1, ranks_per_node);
+  return p;
+}
+
+namespace {
+
+// What the engine keeps, derived exactly as DataParallel's constructor does.
+struct Sharding {
+  int S = 1, R = 1;
+  bool params_sharded = false, grads_sharded = false, zero1 = false;
+};
+
+Sharding sharding_of(const Placement& p) {
+  Sharding s;
+  s.S = p.shard_size();
+  s.R = p.replicas();
+  const StrategyKind inner = p.kind == StrategyKind::kHybrid ? p.hybrid_inner : p.kind;
+  s.params_sharded = s.S > 1 && inner == StrategyKind::kZero3;
+  s.grads_sharded = s.S > 1 && (inner == StrategyKind::kZero2 || inner == StrategyKind::kZero3);
+  s.zero1 = s.S > 1 && inner == StrategyKind::kZero1;
+  return s;
+}
+
+// Bytes one rank sends in a ring collective over n ranks: `factor` = 1 for
+// all-gather and reduce-scatter, 2 for all-reduce (the communicator's
+// accounting convention, comm/communicator.hpp).
+int64_t ring(int factor, int64_t bytes, int n) { return n <= 1 ? 0 : factor * int64_t(n - 1) * bytes / n; }
+
+// Fraction of a ring's links that cross nodes, for the group of rank 0
+// (every group of a mesh has the same shape). Ranks are laid out node by
+// node, as mpirun and srun place them by default.
+double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
+  if (n <= 1) return 0;
+  int crossing = 0;
+  for (int i = 0; i < n; ++i) {
+    const int a = first + i * stride, b = first + ((i + 1) % n) * stride;
+    crossing += a / ranks_per_node != b / ranks_per_node;
+  }
+  return double(crossing) / n;
+}
+
+}  // namespace
+
+int64_t activation_bytes(const Workload& w) {
+  const GPTConfig& c = w.model;
+  const int64_t B = w.micro_batch, T = w.seq_len > 0 ? w.seq_len : c.seq_len, C = c.n_embd, H = c.n_head,
+                L = c.n_layer, Vp = c.padded_vocab(), N = B * T;
+  // Saved per block (model/gpt.cpp BlockActs): ln1, atty, res2, ln2 (4NC),
+  // qkv (3NC), fc and its GELU (8NC), four per-row LayerNorm statistics, and
+  // the attention probabilities (B·H·T² on CPU; a log-sum-exp per row and
+  // head with a fused kernel).
+  const int64_t per_block = 15 * N * C + 4 * N + (w.format.flash_attention ? N * H : B * H * T * T);
+  const int64_t sets = w.activation_checkpointing ? 1 : L;
+  // Always present: L+1 residual streams, ln_f output and statistics, the
+  // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
+  // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
+  // attention-backward scratch (T² per thread, CPU only).
+  const int64_t chunk = std::min(N, std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
+  const int64_t fixed = (L + 1) * N * C + 11 * N * C + 3 * N + chunk * Vp +
+                        (w.format.flash_attention ? 0 : T * T * std::max(1, w.threads));
+  return (sets * per_block + fixed) * w.format.act_bytes;
+}
+
+MemoryCost memory_cost(const Workload& w, const Placement& p) {
+  const ParamLayout layout(w.model);
+  const Sharding s = sharding_of(p);
+  const NumericFormat& f = w.format;
+  MemoryCost m;
+  int64_t emb_full = 0, fin_full = 0, block_full = 0;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
+    m.params += f.param_bytes * (s.params_sharded ? sh.shard_numel : sh.padded_numel);
+    m.grads += f.grad_bytes * (s.grads_sharded ? sh.shard_numel : sh.padded_numel);
+    m.optim += f.optim_bytes * sh.shard_numel;
+    if (u == layout.embedding_unit()) emb_full = sh.padded_numel;
+    else if (u == layout.final_unit()) fin_full = sh.padded_numel;
+    else block_full = sh.padded_numel;
+  }
+  // Transient full-unit buffers, kept in the engine's cache once allocated
+  // (upper bound). zero3: the embedding and final units gathered through
+  // the micro-batch plus the current and prefetched block; zero2 and zero3:
+  // a full gradient per unit in backward, with at most two reduce-scatters
+  // in flight beside the one being accumulated.
+  if (s.params_sharded) m.buffers += f.param_bytes * (emb_full + fin_full + 2 * block_full);
+  if (s.grads_sharded) m.buffers += f.grad_bytes * (emb_full + fin_full + 3 * block_full);
+  m.activations = activation_bytes(w);
+  return m;
+}
+
+CommCost comm_cost(const Workload& w, const Placement& p) {
+  const ParamLayout layout(w.model);
+  const Sharding s = sharding_of(p);
+  const NumericFormat& f = w.format;
+  const int a = std::max(1, w.accum);
+  CommCost c;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
+    const int64_t full_p = sh.padded_numel * f.param_bytes, full_r = sh.padded_numel * f.reduce_bytes;
+    const bool emb_or_final = u == layout.embedding_unit() || u == layout.final_unit();
+    if (s.params_sharded) {
+      // zero3: all-gather in forward and again in backward, except the
+      // embedding and final units, which stay gathered through the
+      // micro-batch; one reduce-scatter per micro-batch.
+      c.shard_bytes += a * ((emb_or_final ? 1 : 2) * ring(1, full_p, s.S) + ring(1, full_r, s.S));
+    } else if (s.grads_sharded) {
+      // zero2: reduce-scatter per micro-batch, all-gather of the updated shards per step.
+      c.shard_bytes += a * ring(1, full_r, s.S) + ring(1, full_p, s.S);
+      c.after_backward_bytes += ring(1, full_p, s.S);
+    } else if (s.zero1) {
+      // zero1: one reduce-scatter of the accumulated gradient, one all-gather of params.
+      c.shard_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
+      c.after_backward_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
+    }
+    // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
+    const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;
+    c.replicate_bytes += ring(2, reduced, s.R);
+  }
+  c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
+  c.after_backward_bytes += ring(2, 4, s.S);
+  c.bytes = c.shard_bytes + c.replicate_bytes;
+  // Shard group: S consecutive ranks; replicate group: stride S.
+  const double fs = crossing_fraction(0, 1, s.S, p.ranks_per_node);
+  const double fr = crossing_fraction(0, s.S, s.R, p.ranks_per_node);
+  c.shard_group_spans_nodes = fs > 0;
+  c.replicate_group_spans_nodes = fr > 0;
+  c.inter_bytes = int64_t(fs * double(c.shard_bytes) + fr * double(c.replicate_bytes));
+  c.intra_bytes = c.bytes - c.inter_bytes;
+  return c;
+}
+
+}  // namespace gpt

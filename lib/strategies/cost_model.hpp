@@ -1,0 +1,83 @@
+// What a strategy costs per rank, predicted from the model shape and the
+// placement alone (no MPI, no allocation): model-state memory by category,
+// activation and transient-buffer memory, and communication bytes per
+// optimizer step split into traffic inside a node and across nodes.
+//
+// Model state and communication are *exact* for the engine in
+// data_parallel.cpp: they are computed from the same padded shards
+// (shard_range) and follow the same schedule (which collective, how often,
+// in which group), so tests compare them with the measured numbers for
+// equality. Activations mirror the buffers GPT<T> allocates. Transient
+// buffers (gathered units, unit gradients in flight) are an upper bound from
+// the engine's in-flight limits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "comm/mesh.hpp"
+#include "model/config.hpp"
+#include "strategies/strategy.hpp"
+
+namespace gpt {
+
+// The numeric format of a run, as it decides bytes per element.
+//   fp32 (CPU): params, grads, Adam moments fp32; the params are the master copy.
+//   bf16 (GPU): bf16 params and grads; fp32 master weights and moments
+//   (12 bytes per owned element); zero3 gathers bf16 params; gradients are
+//   reduced in `reduce_bytes` (fp32 by default, --reduce-dtype).
+struct NumericFormat {
+  int param_bytes = 4, grad_bytes = 4, optim_bytes = 8, reduce_bytes = 4, act_bytes = 4;
+  bool flash_attention = false;  // GPU: no T x T probabilities stored, only a log-sum-exp per row
+  static NumericFormat fp32();
+  static NumericFormat bf16(bool reduce_in_fp32 = true);
+};
+
+struct Workload {
+  GPTConfig model;
+  int seq_len = 0;      // training T (<= model.seq_len)
+  int micro_batch = 1;  // sequences per rank per micro-batch
+  int accum = 1;        // micro-batches per optimizer step
+  bool activation_checkpointing = false;
+  int threads = 1;      // CPU attention scratch is per thread
+  NumericFormat format = NumericFormat::fp32();
+};
+
+struct Placement {
+  StrategyKind kind = StrategyKind::kDdp;
+  StrategyKind hybrid_inner = StrategyKind::kZero3;
+  MeshShape mesh;  // hybrid: R x S; ddp uses 1 x ... as "all ranks replicate"; zero*: 1 x world
+  int ranks_per_node = 1;
+  int world() const { return mesh.replicas * mesh.shard; }
+  // Shard-group size and replica count as the engine uses them.
+  int shard_size() const;
+  int replicas() const;
+  std::string name() const;  // "zero3", "hybrid 2x4 (zero3)"
+};
+// The placement of `kind` on `world` ranks (mesh for hybrid; ignored otherwise).
+Placement make_placement(StrategyKind kind, StrategyKind inner, MeshShape mesh, int ranks_per_node);
+
+struct MemoryCost {
+  int64_t params = 0, grads = 0, optim = 0, activations = 0, buffers = 0;
+  int64_t model_state() const { return params + grads + optim; }
+  int64_t total() const { return model_state() + activations + buffers; }
+};
+
+struct CommCost {
+  int64_t bytes = 0;         // sent per rank per optimizer step (ring convention)
+  int64_t intra_bytes = 0;   // of which over links inside a node (average over ranks)
+  int64_t inter_bytes = 0;   // of which over links between nodes
+  int64_t shard_bytes = 0;   // in the shard group (all-gathers, reduce-scatters, the norm)
+  int64_t replicate_bytes = 0;  // in the replicate group (ddp all-reduce, hybrid's across-replica all-reduce)
+  int64_t after_backward_bytes = 0;  // shard-group bytes that cannot start before backward ends
+                                     // (zero1's reduce-scatter, post-step parameter all-gathers, the norm)
+  bool shard_group_spans_nodes = false, replicate_group_spans_nodes = false;
+};
+
+MemoryCost memory_cost(const Workload& w, const Placement& p);
+CommCost comm_cost(const Workload& w, const Placement& p);
+// Activation bytes of one rank's model (GPT<T>'s saved tensors, gradients of
+// the current unit, the classifier's logits chunk, attention scratch).
+int64_t activation_bytes(const Workload& w);
+
+}  // namespace gpt

@@ -1,0 +1,192 @@
+#include "strategies/planner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/bytes.hpp"
+#include "model/flops.hpp"
+
+namespace gpt {
+
+ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int ranks_per_node) {
+  ClusterSpec c;
+  c.world = world;
+  c.ranks_per_node = std::max(1, ranks_per_node);
+  if (device == "cuda") {
+    c.device_memory = int64_t(80) << 30;
+    c.peak_flops = gpu_peak_flops("H100", true);
+    c.intra_bw = 360e9;  // NVLink 4 all-reduce bus bandwidth (nccl-tests, 8x H100 SXM)
+    c.inter_bw = 45e9;   // 400 Gb/s InfiniBand per GPU
+  } else {
+    // The host's memory split between the ranks on it; a few GFLOP/s per
+    // rank; shared-memory MPI inside the node, 10 GbE across.
+    const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    c.device_memory = int64_t(mem / c.ranks_per_node);
+    c.peak_flops = 50e9;
+    c.intra_bw = 3e9;
+    c.inter_bw = 1.2e9;
+  }
+  return c;
+}
+
+std::vector<Placement> candidate_placements(int world, int rpn) {
+  std::vector<Placement> out;
+  const MeshShape flat{1, world};
+  for (auto k : {StrategyKind::kDdp, StrategyKind::kZero1, StrategyKind::kZero2, StrategyKind::kZero3})
+    out.push_back(make_placement(k, StrategyKind::kZero3, flat, rpn));
+  for (int S = 2; S < world; ++S) {
+    if (world % S) continue;
+    for (auto inner : {StrategyKind::kZero3, StrategyKind::kZero2})
+      out.push_back(make_placement(StrategyKind::kHybrid, inner, {world / S, S}, rpn));
+  }
+  return out;
+}
+
+namespace {
+
+PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
+  PlanRow r;
+  r.placement = p;
+  r.mem = memory_cost(w, p);
+  r.comm = comm_cost(w, p);
+  r.fits = double(r.mem.total()) <= c.headroom * double(c.device_memory);
+  const int T = w.seq_len > 0 ? w.seq_len : w.model.seq_len;
+  const double tokens_rank = double(w.micro_batch) * T * std::max(1, w.accum);
+  r.compute_s = train_flops_per_token(w.model, T) * tokens_rank / (c.peak_flops * c.assumed_mfu) *
+                (w.activation_checkpointing ? 4.0 / 3.0 : 1.0);
+  const auto bw = [&](bool spans) { return spans ? c.inter_bw : c.intra_bw; };
+  const double shard_bw = bw(r.comm.shard_group_spans_nodes), rep_bw = bw(r.comm.replicate_group_spans_nodes);
+  const double serial = double(r.comm.after_backward_bytes) / shard_bw;
+  const double overlappable =
+      double(r.comm.shard_bytes - r.comm.after_backward_bytes) / shard_bw + double(r.comm.replicate_bytes) / rep_bw;
+  const bool params_sharded = p.shard_size() > 1 && (p.kind == StrategyKind::kZero3 ||
+                                                    (p.kind == StrategyKind::kHybrid &&
+                                                     p.hybrid_inner == StrategyKind::kZero3));
+  const double window = r.compute_s * (params_sharded ? 1.0 : 2.0 / 3.0);
+  r.comm_s = serial + overlappable;
+  r.exposed_s = serial + std::max(0.0, overlappable - window);
+  r.step_s = r.compute_s + r.exposed_s;
+  r.tokens_per_s = tokens_rank * p.world() / r.step_s;
+  return r;
+}
+
+}  // namespace
+
+Plan make_plan(const Workload& w, const ClusterSpec& c) {
+  Plan plan;
+  plan.workload = w;
+  plan.cluster = c;
+  for (const Placement& p : candidate_placements(c.world, c.ranks_per_node)) plan.rows.push_back(evaluate(w, c, p));
+  // Fastest that fits; within 1% of each other (comm fully hidden), the one
+  // that moves fewer bytes, then the one that needs less memory.
+  for (int i = 0; i < int(plan.rows.size()); ++i) {
+    const PlanRow& r = plan.rows[size_t(i)];
+    if (!r.fits) continue;
+    if (plan.best < 0) {
+      plan.best = i;
+      continue;
+    }
+    const PlanRow& b = plan.rows[size_t(plan.best)];
+    const bool faster = r.step_s < b.step_s * 0.99;
+    const bool tie = !faster && r.step_s <= b.step_s * 1.01;
+    if (faster || (tie && (r.comm.bytes < b.comm.bytes ||
+                           (r.comm.bytes == b.comm.bytes && r.mem.total() < b.mem.total()))))
+      plan.best = i;
+  }
+  const double budget = c.headroom * double(c.device_memory);
+  if (plan.best < 0) {
+    const auto smallest = std::min_element(plan.rows.begin(), plan.rows.end(), [](const PlanRow& a, const PlanRow& b) {
+      return a.mem.total() < b.mem.total();
+    });
+    plan.reasoning = fmt::format(
+        "nothing fits: the smallest, {}, needs {} per rank against {} usable ({} x {:.0f}%). Lower "
+        "--micro-batch, turn on --activation-checkpointing, or add ranks.",
+        smallest->placement.name(), format_bytes(double(smallest->mem.total())), format_bytes(budget),
+        format_bytes(double(c.device_memory)), 100 * c.headroom);
+    return plan;
+  }
+  const PlanRow& b = plan.rows[size_t(plan.best)];
+  std::vector<std::string> too_big;
+  for (const PlanRow& r : plan.rows)
+    if (!r.fits) too_big.push_back(r.placement.name());
+  plan.reasoning = fmt::format(
+      "{}: needs {} per rank of {} usable, predicted {:.3f} s per step ({:.0f} tokens/s), {} of communication per "
+      "step of which {:.3f} s is exposed.{}",
+      b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, b.tokens_per_s,
+      format_bytes(double(b.comm.bytes)), b.exposed_s,
+      too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes, then less memory)."
+                      : fmt::format(" It is the fastest of those that fit; {} do not fit.", fmt::join(too_big, ", ")));
+  return plan;
+}
+
+std::string format_plan(const Plan& p) {
+  const auto gib = [](int64_t b) { return fmt::format("{:.2f}", double(b) / 0x1p30); };
+  std::string s = fmt::format(
+      "| strategy | params | grads | optim | activations | buffers | total GiB | fits | comm/step GiB (intra / inter) "
+      "| compute s | exposed comm s | step s | tokens/s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n");
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    const PlanRow& r = p.rows[i];
+    s += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} ({} / {}) | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",
+                     r.placement.name(), int(i) == p.best ? " **(recommended)**" : "", gib(r.mem.params),
+                     gib(r.mem.grads), gib(r.mem.optim), gib(r.mem.activations), gib(r.mem.buffers),
+                     gib(r.mem.total()), r.fits ? "yes" : "no", gib(r.comm.bytes), gib(r.comm.intra_bytes),
+                     gib(r.comm.inter_bytes), r.compute_s, r.exposed_s, r.step_s, r.tokens_per_s);
+  }
+  s += "\nrecommendation: " + p.reasoning + "\n";
+  return s;
+}
+
+}  // namespace gpt
+
+namespace gpt {
+
+nlohmann::json plan_to_json(const Plan& p) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PlanRow& r : p.rows) {
+    rows.push_back({{"strategy", to_string(r.placement.kind)},
+                    {"hybrid_inner", to_string(r.placement.hybrid_inner)},
+                    {"mesh", to_string(r.placement.mesh)},
+                    {"name", r.placement.name()},
+                    {"mem",
+                     {{"params", r.mem.params},
+                      {"grads", r.mem.grads},
+                      {"optim", r.mem.optim},
+                      {"activations", r.mem.activations},
+                      {"buffers", r.mem.buffers},
+                      {"model_state", r.mem.model_state()},
+                      {"total", r.mem.total()}}},
+                    {"comm",
+                     {{"bytes", r.comm.bytes},
+                      {"intra_bytes", r.comm.intra_bytes},
+                      {"inter_bytes", r.comm.inter_bytes},
+                      {"shard_bytes", r.comm.shard_bytes},
+                      {"replicate_bytes", r.comm.replicate_bytes}}},
+                    {"fits", r.fits},
+                    {"compute_s", r.compute_s},
+                    {"comm_s", r.comm_s},
+                    {"exposed_s", r.exposed_s},
+                    {"step_s", r.step_s},
+                    {"tokens_per_s", r.tokens_per_s}});
+  }
+  const ClusterSpec& c = p.cluster;
+  return {{"cluster",
+           {{"world", c.world},
+            {"ranks_per_node", c.ranks_per_node},
+            {"device_memory", c.device_memory},
+            {"peak_flops", c.peak_flops},
+            {"assumed_mfu", c.assumed_mfu},
+            {"intra_bw", c.intra_bw},
+            {"inter_bw", c.inter_bw},
+            {"headroom", c.headroom}}},
+          {"rows", rows},
+          {"recommended", p.best >= 0 ? nlohmann::json(p.rows[size_t(p.best)].placement.name()) : nlohmann::json()},
+          {"reasoning", p.reasoning}};
+}
+
+}  // namespace gpt

@@ -1,0 +1,76 @@
+// The planner: for a model, a batch shape and a cluster (ranks, ranks per
+// node, device memory, bandwidths), every strategy and mesh with its
+// predicted memory per rank, communication per step and step time, whether
+// it fits, and a recommendation. `apps/plan` prints it; `gpt_train
+// --strategy auto` runs the recommendation.
+//
+// Memory and bytes come from cost_model.hpp (exact for this engine). Time is
+// a model, stated here so its verdicts can be checked:
+//   compute   = model FLOPs of this rank's tokens / (peak × assumed MFU),
+//               × 4/3 with activation checkpointing (forward recomputed);
+//   comm      = per group, bytes / bandwidth, where a ring that crosses a
+//               node boundary runs at the inter-node bandwidth (its slowest
+//               link) and one inside a node at the intra-node bandwidth;
+//   exposed   = what cannot hide behind compute: ddp and hybrid replicate
+//               all-reduces and zero2/zero3 reduce-scatters overlap backward
+//               (2/3 of compute), zero3 all-gathers overlap forward too (the
+//               whole compute); zero1's reduce-scatter and every post-step
+//               parameter all-gather wait for the backward to end;
+//   step      = compute + exposed.
+// A placement fits when params + grads + optimizer + activations + buffers
+// stay under `headroom` of the device memory (the rest is left for the
+// allocator's fragmentation, library workspaces and the framework).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strategies/cost_model.hpp"
+
+namespace gpt {
+
+struct ClusterSpec {
+  int world = 1;
+  int ranks_per_node = 1;
+  int64_t device_memory = 0;   // bytes per rank
+  double peak_flops = 0;       // per rank, at the run's precision
+  double assumed_mfu = 0.45;   // fraction of peak the compute reaches
+  double intra_bw = 0, inter_bw = 0;  // bytes/s a rank sends over a ring inside / across nodes
+  double headroom = 0.9;
+  // Defaults for the device kind: "cuda" (H100-class: 80 GiB, 989 TFLOP/s
+  // bf16, NVLink 360 GB/s, 400 Gb/s InfiniBand per GPU) or "cpu" (the memory
+  // and cores of this host, shared-memory MPI).
+  static ClusterSpec defaults(const std::string& device, int world, int ranks_per_node);
+};
+
+struct PlanRow {
+  Placement placement;
+  MemoryCost mem;
+  CommCost comm;
+  double compute_s = 0, comm_s = 0, exposed_s = 0, step_s = 0, tokens_per_s = 0;
+  bool fits = false;
+};
+
+struct Plan {
+  Workload workload;
+  ClusterSpec cluster;
+  std::vector<PlanRow> rows;  // every candidate, in a fixed order
+  int best = -1;              // index into rows; -1 when nothing fits
+  std::string reasoning;      // one paragraph: why `best`, or why nothing fits
+};
+
+// ddp, zero1, zero2, zero3, then hybrid R×S (zero3 and zero2 inside) for
+// every 1 < S < world dividing world.
+std::vector<Placement> candidate_placements(int world, int ranks_per_node);
+Plan make_plan(const Workload& w, const ClusterSpec& c);
+// Markdown table plus the recommendation, as `plan` prints it.
+std::string format_plan(const Plan& p);
+
+}  // namespace gpt
+
+#include <nlohmann/json.hpp>
+
+namespace gpt {
+// Every number of the plan, for scripts (plan --json, the sweep report).
+nlohmann::json plan_to_json(const Plan& p);
+}  // namespace gpt

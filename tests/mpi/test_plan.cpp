@@ -1,0 +1,257 @@
+// The planner against the trainer, on 1-4 ranks: for every strategy (and
+// hybrid meshes), predicted model-state memory and communication bytes per
+// step equal what the trainer measures exactly, with and without gradient
+// accumulation; predicted activations within 20% of measured, predicted
+// transient buffers an upper bound; and both against the idealised formulas
+// of architecture.md within 1% (an independent derivation, so a planner bug
+// that the engine shared would still show). Also: --strategy auto runs the
+// planner's choice, and --trace writes a Chrome trace in which zero3's
+// prefetched all-gathers overlap compute.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
+#include "model/layout.hpp"
+#include "mpi_test_env.hpp"
+#include "strategies/planner.hpp"
+#include "strategies/trainer.hpp"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Case {
+  std::string strategy, mesh, inner;
+};
+
+std::vector<Case> cases(int W) {
+  std::vector<Case> c = {{"ddp", "", "zero3"}, {"zero1", "", "zero3"}, {"zero2", "", "zero3"}, {"zero3", "", "zero3"}};
+  c.push_back({"hybrid", fmt::format("1x{}", W), "zero3"});
+  c.push_back({"hybrid", fmt::format("{}x1", W), "zero2"});
+  if (W == 4)
+    for (std::string inner : {"zero3", "zero2"}) c.push_back({"hybrid", "2x2", inner});
+  return c;
+}
+
+Placement placement_of(const Case& k, int W) {
+  const MeshShape mesh = k.mesh.empty() ? MeshShape{1, W} : parse_mesh(k.mesh, W);
+  return make_placement(parse_strategy(k.strategy), parse_strategy(k.inner), mesh, W);
+}
+
+Workload workload_of(const RunConfig& c, int W) {
+  Workload w;
+  w.model = c.gpt;
+  w.seq_len = c.seq_len;
+  w.micro_batch = c.micro_batch;
+  w.accum = c.global_batch / (c.micro_batch * W);
+  w.activation_checkpointing = c.activation_checkpointing;
+  w.threads = 1;
+  return w;
+}
+
+TEST(Planner, PredictionsEqualMeasuredForEveryStrategy) {
+  const int W = test::env().size();
+  for (const int accum : {1, 2}) {
+    for (const Case& k : cases(W)) {
+      RunConfig c = test::small_run();
+      c.steps = 1;
+      c.micro_batch = 2;
+      c.global_batch = c.micro_batch * W * accum;
+      c.strategy = k.strategy;
+      c.mesh = k.mesh;
+      c.hybrid_inner = k.inner;
+      const std::string what = fmt::format("{} {} ({}) accum {}", k.strategy, k.mesh, k.inner, accum);
+      SCOPED_TRACE(what);
+      const TrainSummary got = Trainer(c, MPI_COMM_WORLD).run();
+      const Workload w = workload_of(c, W);
+      const Placement p = placement_of(k, W);
+      const MemoryCost mem = memory_cost(w, p);
+      const CommCost comm = comm_cost(w, p);
+      EXPECT_EQ(got.model_state_bytes, mem.model_state());
+      EXPECT_EQ(got.comm_bytes_per_step, comm.bytes);
+      EXPECT_NEAR(double(got.activation_bytes), double(mem.activations), 0.2 * double(got.activation_bytes));
+      EXPECT_LE(got.buffer_bytes, mem.buffers);
+      // One node: nothing crosses a node boundary.
+      EXPECT_EQ(comm.inter_bytes, 0);
+      if (test::env().rank() == 0)
+        fmt::print("{:<28} state {:>9} = {:>9} | comm {:>9} = {:>9} | act {:>9} ~ {:>9} | buffers {:>8} <= {:>8}\n",
+                   what, got.model_state_bytes, mem.model_state(), got.comm_bytes_per_step, comm.bytes,
+                   got.activation_bytes, mem.activations, got.buffer_bytes, mem.buffers);
+    }
+  }
+}
+
+// The idealised formulas (Ψ from the model, not from padded shards), fp32
+// and bf16, for the flat strategies and a hybrid mesh.
+TEST(Planner, AgreesWithTheIdealisedFormulas) {
+  Workload w;
+  w.model = preset("gpt2-124m");
+  w.seq_len = 1024;
+  const double Psi = double(ParamLayout(w.model).total_numel());
+  const double L = w.model.n_layer, C = w.model.n_embd, V = w.model.padded_vocab(), Tc = w.model.seq_len;
+  // zero3 keeps the embedding and ln_f gathered through the micro-batch: one all-gather fewer for those.
+  const double emb_final = V * C + Tc * C + 2 * C;
+  for (const int N : {2, 8, 64}) {
+    SCOPED_TRACE(fmt::format("N = {}", N));
+    const auto mem = [&](StrategyKind k, const NumericFormat& f) {
+      Workload x = w;
+      x.format = f;
+      return double(memory_cost(x, make_placement(k, StrategyKind::kZero3, {1, N}, 8)).model_state());
+    };
+    const auto comm = [&](StrategyKind k, const NumericFormat& f) {
+      Workload x = w;
+      x.format = f;
+      return double(comm_cost(x, make_placement(k, StrategyKind::kZero3, {1, N}, 8)).bytes);
+    };
+    const auto fp32 = NumericFormat::fp32(), bf16 = NumericFormat::bf16(true);
+    const double r = double(N - 1) / N;
+    EXPECT_NEAR(mem(StrategyKind::kDdp, fp32), 16 * Psi, 0.01 * 16 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero1, fp32), 8 * Psi + 8 * Psi / N, 0.01 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero2, fp32), 4 * Psi + 12 * Psi / N, 0.01 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero3, fp32), 16 * Psi / N, 0.01 * 16 * Psi / N);
+    EXPECT_NEAR(mem(StrategyKind::kDdp, bf16), 16 * Psi, 0.01 * 16 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero1, bf16), 4 * Psi + 12 * Psi / N, 0.01 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero2, bf16), 2 * Psi + 14 * Psi / N, 0.01 * Psi);
+    EXPECT_NEAR(mem(StrategyKind::kZero3, bf16), 16 * Psi / N, 0.01 * 16 * Psi / N);
+    EXPECT_NEAR(comm(StrategyKind::kDdp, fp32), 4 * 2 * Psi * r, 0.01 * 4 * Psi);
+    EXPECT_NEAR(comm(StrategyKind::kZero1, fp32), 4 * 2 * Psi * r, 0.01 * 4 * Psi);
+    EXPECT_NEAR(comm(StrategyKind::kZero2, fp32), 4 * 2 * Psi * r, 0.01 * 4 * Psi);
+    EXPECT_NEAR(comm(StrategyKind::kZero3, fp32) + 4 * emb_final * r, 4 * 3 * Psi * r, 0.01 * 4 * Psi);
+    // bf16: zero3 gathers bf16 parameters twice, reduces fp32 gradients once.
+    EXPECT_NEAR(comm(StrategyKind::kZero3, bf16) + 2 * emb_final * r, (2 * 2 + 4) * Psi * r, 0.01 * 4 * Psi);
+  }
+  // Hybrid R x S = 8 x 8 on 8 nodes of 8: 3Ψ(S-1)/S inside the node, 2(Ψ/S)(R-1)/R across.
+  const Placement h = make_placement(StrategyKind::kHybrid, StrategyKind::kZero3, {8, 8}, 8);
+  const CommCost c = comm_cost(w, h);
+  EXPECT_NEAR(double(c.intra_bytes) + 4 * emb_final * 7 / 8, 4 * 3 * Psi * 7 / 8, 0.01 * 4 * Psi);
+  EXPECT_NEAR(double(c.inter_bytes), 4 * 2 * (Psi / 8) * 7 / 8, 0.01 * 4 * Psi / 8);
+  EXPECT_TRUE(c.replicate_group_spans_nodes);
+  EXPECT_FALSE(c.shard_group_spans_nodes);
+}
+
+TEST(Planner, RecommendsWhatFitsAndRefusesWhatDoesNot) {
+  Workload w;
+  w.model = preset("gpt2-1.5b");
+  w.seq_len = 1024;
+  w.micro_batch = 4;
+  w.activation_checkpointing = true;
+  w.format = NumericFormat::bf16(true);
+  ClusterSpec c = ClusterSpec::defaults("cuda", 64, 8);
+  Plan p = make_plan(w, c);
+  ASSERT_GE(p.best, 0);
+  // ddp needs ~16Ψ = 25 GB of model state: it fits in 80 GiB, but the sharded
+  // strategies that keep communication inside nodes are predicted faster.
+  EXPECT_EQ(p.rows[size_t(p.best)].placement.kind, StrategyKind::kHybrid);
+  // 16 GiB per rank: ddp (24 GiB) no longer fits and must not be chosen.
+  c.device_memory = int64_t(16) << 30;
+  p = make_plan(w, c);
+  ASSERT_GE(p.best, 0);
+  EXPECT_FALSE(p.rows[0].fits);
+  EXPECT_TRUE(p.rows[size_t(p.best)].fits);
+  EXPECT_NE(p.reasoning.find("ddp"), std::string::npos) << p.reasoning;
+  // 1 GiB: nothing fits, and the reasoning says what to change.
+  c.device_memory = int64_t(1) << 30;
+  p = make_plan(w, c);
+  EXPECT_EQ(p.best, -1);
+  EXPECT_NE(p.reasoning.find("nothing fits"), std::string::npos) << p.reasoning;
+}
+
+TEST(Planner, StrategyAutoRunsThePlannersChoice) {
+  const int W = test::env().size();
+  RunConfig c = test::small_run();
+  c.steps = 2;
+  c.strategy = "auto";
+  const TrainSummary s = Trainer(c, MPI_COMM_WORLD).run();
+  EXPECT_NE(s.strategy, "auto");
+  if (W == 1) EXPECT_EQ(s.strategy, "ddp");  // nothing to shard, nothing to communicate
+  // A budget only the smallest candidate fits in: the trainer must run it,
+  // whatever the speed model prefers.
+  if (W >= 2) {
+    const Workload w = workload_of(c, W);
+    const std::vector<Placement> all = candidate_placements(W, W);
+    size_t smallest = 0;
+    for (size_t i = 1; i < all.size(); ++i)
+      if (memory_cost(w, all[i]).total() < memory_cost(w, all[smallest]).total()) smallest = i;
+    const int64_t need = memory_cost(w, all[smallest]).total();
+    int64_t runner_up = INT64_MAX;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (memory_cost(w, all[i]).total() > need) runner_up = std::min(runner_up, memory_cost(w, all[i]).total());
+    ASSERT_LT(need, runner_up);
+    c.device_mem = std::to_string(int64_t(double(need + runner_up) / 2 / 0.9));  // the planner keeps 10% headroom
+    const TrainSummary t = Trainer(c, MPI_COMM_WORLD).run();
+    EXPECT_EQ(t.strategy, to_string(all[smallest].kind)) << all[smallest].name();
+    if (all[smallest].kind == StrategyKind::kHybrid) {
+      EXPECT_EQ(t.mesh, to_string(all[smallest].mesh));
+      EXPECT_EQ(t.hybrid_inner, to_string(all[smallest].hybrid_inner));
+    }
+  }
+}
+
+// Zero3's prefetch: the all-gather of block l+1 is issued before block l
+// computes, so in the trace some all-gather (issue -> completion) overlaps a
+// forward or backward slice. Without prefetch, every gather is waited for
+// before its unit computes and nothing overlaps.
+TEST(Trace, WritesChromeJsonAndShowsZero3PrefetchOverlap) {
+  const int W = test::env().size();
+  const fs::path dir = test::data_dir();
+  RunConfig c = test::small_run();
+  c.steps = 2;
+  c.strategy = "zero3";
+  c.trace = (dir / fmt::format("trace_np{}.json", W)).string();
+  Trainer(c, MPI_COMM_WORLD).run();
+  if (test::env().rank() != 0) return;
+  std::ifstream f(c.trace);
+  ASSERT_TRUE(f) << c.trace;
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_TRUE(j.contains("traceEvents"));
+  struct Slice {
+    double b, e;
+  };
+  std::map<int, std::vector<Slice>> compute, gathers;  // by rank
+  std::set<int> pids;
+  int forward = 0, backward = 0, optimizer = 0;
+  std::map<int64_t, double> begins;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name"));
+    const std::string ph = e["ph"], name = e["name"];
+    const int pid = e["pid"];
+    pids.insert(pid);
+    if (ph == "X") {
+      ASSERT_GE(double(e["dur"]), 0.0);
+      const bool fwd = name.rfind("forward h.", 0) == 0, bwd = name.rfind("backward h.", 0) == 0;
+      forward += fwd && pid == 0;
+      backward += bwd && pid == 0;
+      optimizer += name == "optimizer step" && pid == 0;
+      if (fwd || bwd) compute[pid].push_back({e["ts"], double(e["ts"]) + double(e["dur"])});
+    } else if (ph == "b" && name == "all_gather") {
+      begins[int64_t(e["id"]) * 64 + pid] = e["ts"];
+    } else if (ph == "e" && name == "all_gather") {
+      const auto it = begins.find(int64_t(e["id"]) * 64 + pid);
+      ASSERT_NE(it, begins.end()) << "async end without begin";
+      gathers[pid].push_back({it->second, e["ts"]});
+    }
+  }
+  EXPECT_EQ(int(pids.size()), W) << "one process per rank";
+  const int L = c.gpt.n_layer;
+  EXPECT_EQ(forward, 2 * L);
+  EXPECT_EQ(backward, 2 * L);
+  EXPECT_EQ(optimizer, 2);
+  if (W == 1) return;  // nothing is sharded on one rank: no gathers
+  int overlapping = 0;
+  for (const Slice& g : gathers[0])
+    for (const Slice& k : compute[0]) overlapping += g.b < k.e && k.b < g.e;
+  EXPECT_GT(overlapping, 0) << "no all-gather overlaps compute: prefetch is not working";
+  EXPECT_GE(gathers[0].size(), size_t(2 * (2 * L + 2)));
+}
+
+}  // namespace
+}  // namespace gpt
