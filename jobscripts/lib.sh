@@ -1,0 +1,71 @@
+# Shared by the job scripts (sourced, not run). Everything comes from the
+# environment: sbatch passes the submitting shell's variables (--export=ALL),
+# so `GPT_STEPS=100 sbatch jobscripts/train.sbatch` works, as do flags after
+# the script name, which go to gpt_train.
+#   GPT_ROOT     repository root (default: the directory sbatch was run from)
+#   GPT_BUILD    build directory (default: $GPT_ROOT/build); the scripts build nothing
+#   GPT_LAUNCHER srun (default inside an allocation) | mpirun
+# A failing command fails the job (set -euo pipefail in every script).
+
+gpt_die() {
+  echo "error: $*" >&2
+  exit 2
+}
+
+# Sets root, build and train; checks they exist.
+gpt_init() {
+  root="${GPT_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}"
+  [[ -f "$root/jobscripts/lib.sh" ]] || gpt_die "GPT_ROOT=$root is not the repository (set GPT_ROOT)"
+  build="${GPT_BUILD:-$root/build}"
+  train="$build/apps/gpt_train"
+  [[ -x "$train" ]] || gpt_die "$train not found: build first (scripts/build.sh) or set GPT_BUILD"
+  cd "$root"
+}
+
+# What a post-mortem needs: where, which code, which allocation, which tuning.
+gpt_log_context() {
+  echo "job: ${SLURM_JOB_NAME:-local} id ${SLURM_JOB_ID:-none}${SLURM_ARRAY_TASK_ID:+ array task $SLURM_ARRAY_TASK_ID} on $(hostname)"
+  echo "git revision: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  echo "date: $(date -Is)"
+  env | grep -E '^(SLURM_(JOB|NTASKS|NNODES|NODELIST|CPUS|TASKS|ARRAY|SUBMIT|STEP|MEM)|NCCL_|OMPI_|PMIX_MCA|OMP_|GPT_)' | sort || true
+}
+
+# Runs "$@" (gpt_train and its flags) on every task of the allocation.
+gpt_launch() {
+  local launcher="${GPT_LAUNCHER:-srun}"
+  if [[ "$launcher" == srun && -n "${SLURM_JOB_ID:-}" ]] && command -v srun >/dev/null; then
+    # Debian's Open MPI is built with PMIx (not PMI-2): srun starts the ranks directly.
+    echo "command: srun --mpi=pmix $*"
+    srun --mpi=pmix "$@"
+  else
+    # Inside an allocation Open MPI's mpirun reads the node list from SLURM.
+    echo "command: $root/scripts/mpirun.sh -np ${SLURM_NTASKS:-1} $*"
+    "$root/scripts/mpirun.sh" -np "${SLURM_NTASKS:-1}" "$@"
+  fi
+}
+
+# gpt_train flags from GPT_* variables (empty ones are left to the config).
+#   GPT_CONFIG (default input/default.toml) GPT_MODEL GPT_DATA GPT_STEPS
+#   GPT_OUT (default runs/$SLURM_JOB_ID): metrics.jsonl, ckpt/, trace.json
+#   GPT_CKPT_EVERY (checkpoint every N steps, resume from the newest: requeue-safe)
+#   GPT_TRACE=1 (write $GPT_OUT/trace.json)
+gpt_train_args() {
+  out="${GPT_OUT:-$root/runs/${SLURM_JOB_ID:-local}}"
+  mkdir -p "$out"
+  args=(--config "${GPT_CONFIG:-$root/input/default.toml}" --metrics "$out/metrics.jsonl")
+  [[ -n "${GPT_MODEL:-}" ]] && args+=(--model "$GPT_MODEL")
+  [[ -n "${GPT_DATA:-}" ]] && args+=(--data "$GPT_DATA")
+  [[ -n "${GPT_STEPS:-}" ]] && args+=(--steps "$GPT_STEPS")
+  [[ -n "${GPT_CKPT_EVERY:-}" ]] && args+=(--ckpt-dir "$out/ckpt" --ckpt-every "$GPT_CKPT_EVERY" --resume auto)
+  [[ "${GPT_TRACE:-0}" == 1 ]] && args+=(--trace "$out/trace.json")
+  return 0
+}
+
+# Sets `grid`: the `scripts/sweep` grid flags from GPT_SWEEP_* (see sweep.sbatch).
+gpt_sweep_grid() {
+  grid=(--strategies "${GPT_SWEEP_STRATEGIES:-ddp,zero1,zero2,zero3,hybrid}"
+        --hybrid-inner "${GPT_SWEEP_INNER:-zero3}" --models "${GPT_SWEEP_MODELS:-tiny}"
+        --steps "${GPT_STEPS:-20}" --config "${GPT_CONFIG:-$root/input/default.toml}")
+  [[ -n "${GPT_SWEEP_MESHES:-}" ]] && grid+=(--meshes "$GPT_SWEEP_MESHES")
+  return 0
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The job scripts on a real SLURM: starts a one-node cluster (cluster.sh:
+# munged, slurmctld, slurmd, everything under WORK_DIR), submits each job
+# script in CPU mode on a tiny model, polls until each job ends, checks its
+# outputs, checks that a failing training step fails the job, and stops the
+# daemons it started.
+#   test_jobscripts.sh BUILD_DIR WORK_DIR
+# Exit 77 (ctest: skipped, with the reason) when not root or SLURM/munge are
+# not installed (scripts/setup.sh installs them).
+set -euo pipefail
+build="$(realpath "$1")"
+work="$(realpath -m "$2")"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+[[ $(id -u) -eq 0 ]] || { echo "skip: the test cluster's daemons run as root"; exit 77; }
+for exe in munged slurmctld slurmd sbatch squeue scontrol srun; do
+  command -v "$exe" >/dev/null || { echo "skip: $exe not installed (scripts/setup.sh installs slurm-wlm and munge)"; exit 77; }
+done
+
+rm -rf "$work"
+mkdir -p "$work"
+cluster="$work/cluster"
+cleanup() {
+  "$here/cluster.sh" stop "$cluster" || true
+}
+trap cleanup EXIT
+"$here/cluster.sh" start "$cluster" 8
+export SLURM_CONF="$cluster/slurm.conf"
+
+# Tiny data and config: 2 layers, width 64.
+python3 "$root/tests/make_text.py" "$work/text.txt" 3000
+"$build/apps/prepare_data" --input "$work/text.txt" --out "$work/data" --name d --val-fraction 0 >/dev/null
+cat > "$work/tiny.toml" <<TOML
+model = "tiny"
+n-layer = 2
+n-embd = 64
+n-head = 4
+n-ctx = 32
+seq-len = 32
+data = "$work/data/d_train_*.bin"
+global-batch = 8
+micro-batch = 2
+steps = 6
+lr = 3e-3
+threads = 1
+sample-tokens = 0
+log-every = 2
+TOML
+export GPT_ROOT="$root" GPT_BUILD="$build" GPT_CONFIG="$work/tiny.toml"
+# What scripts/mpirun.sh sets for this container, for the ranks srun starts.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$work"/*.out "$work"/sweep/*.out; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done
+  exit 1
+}
+
+# Waits for job $1 to end; prints its final state ("COMPLETED", "FAILED", ...).
+wait_job() {
+  local id="$1" state=""
+  for _ in $(seq 600); do
+    state=$(scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1 | cut -d= -f2)
+    case "$state" in
+      COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED) echo "$state"; return 0 ;;
+    esac
+    sleep 0.5
+  done
+  echo "TIMEOUT_WAITING"
+}
+exit_code() { scontrol show job "$1" | grep -o ' ExitCode=[0-9:]*' | head -1 | cut -d= -f2; }
+
+json_check() {  # json_check FILE PYTHON-EXPR-over-records  (records: list of metric dicts)
+  python3 - "$1" "$2" <<'PY' || fail "check '$2' on $1"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+run = next(r for r in recs if r.get("type") == "run")
+summary = next(r for r in recs if r.get("type") == "summary")
+steps = [r for r in recs if "step" in r and "loss" in r]
+ok = eval(sys.argv[2])
+if not ok:
+    print("check failed:", sys.argv[2], "| run:", {k: run[k] for k in ("strategy", "mesh", "world_size")},
+          "| steps:", len(steps), file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+cd "$work"
+
+echo "== train.sbatch: 2 ranks, zero2, checkpoints every 3 steps"
+id=$(GPT_OUT="$work/train" GPT_CKPT_EVERY=3 sbatch --parsable --ntasks=2 --output="$work/train-%j.out" \
+  "$root/jobscripts/train.sbatch" --strategy zero2)
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "train.sbatch job $id ended $state"
+json_check "$work/train/metrics.jsonl" 'run["world_size"] == 2 and run["strategy"] == "zero2" and len(steps) == 6 and summary["final_loss"] < steps[0]["loss"]'
+[[ -f "$work/train/ckpt/step_00000006/COMPLETE" && -f "$work/train/ckpt/step_00000003/COMPLETE" ]] || fail "train.sbatch: checkpoints missing"
+grep -q '^git revision: ' "$work/train-$id.out" || fail "train.sbatch log lacks the git revision"
+grep -q '^command: srun --mpi=pmix ' "$work/train-$id.out" || fail "train.sbatch log lacks the resolved srun command"
+grep -q '^SLURM_JOB_ID=' "$work/train-$id.out" || fail "train.sbatch log lacks the SLURM environment"
+
+echo "== train.sbatch again: requeue-style resume from the newest checkpoint, 3 more steps"
+id=$(GPT_OUT="$work/train" GPT_CKPT_EVERY=3 GPT_STEPS=9 sbatch --parsable --ntasks=2 --output="$work/resume-%j.out" \
+  "$root/jobscripts/train.sbatch" --strategy zero3)
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "resumed train.sbatch job $id ended $state"
+grep -q 'resumed from .*step_00000006' "$work/resume-$id.out" || fail "the second job did not resume"
+[[ -f "$work/train/ckpt/step_00000009/COMPLETE" ]] || fail "resumed job: no step 9 checkpoint"
+
+echo "== train.sbatch with mpirun inside the allocation"
+id=$(GPT_OUT="$work/train_mpirun" GPT_LAUNCHER=mpirun sbatch --parsable --ntasks=2 --output="$work/mpirun-%j.out" \
+  "$root/jobscripts/train.sbatch")
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "train.sbatch (mpirun) job $id ended $state"
+json_check "$work/train_mpirun/metrics.jsonl" 'run["world_size"] == 2 and len(steps) == 6'
+
+echo "== hybrid-multinode.sbatch: mesh from the allocation (1 node x 4 tasks here)"
+id=$(GPT_OUT="$work/hybrid" sbatch --parsable --nodes=1 --ntasks-per-node=4 --output="$work/hybrid-%j.out" \
+  "$root/jobscripts/hybrid-multinode.sbatch")
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "hybrid-multinode.sbatch job $id ended $state"
+json_check "$work/hybrid/metrics.jsonl" 'run["strategy"] == "hybrid" and run["mesh"] == "1x4" and run["world_size"] == 4'
+grep -q '^mesh: 1x4' "$work/hybrid-$id.out" || fail "hybrid-multinode.sbatch did not log its mesh"
+
+echo "== submit-sweep.sh: array job + dependent report (one strategy fails on purpose)"
+out=$(GPT_OUT="$work/sweep" GPT_SWEEP_STRATEGIES=ddp,zero3,hybrid,zero9 GPT_SWEEP_MESHES=1x2 GPT_STEPS=4 \
+  GPT_SWEEP_PARALLEL=2 "$root/jobscripts/submit-sweep.sh" --ntasks=2)
+echo "$out"
+ids=$(grep -o 'job [0-9]*' <<<"$out" | cut -d' ' -f2)
+array_id=$(head -1 <<<"$ids"); report_id=$(tail -1 <<<"$ids")
+state=$(wait_job "$report_id")
+[[ "$state" == COMPLETED ]] || fail "sweep report job $report_id ended $state"
+for t in 0 1 2; do
+  s=$(wait_job "${array_id}_$t"); [[ "$s" == COMPLETED ]] || fail "sweep task $t ended $s"
+done
+s=$(wait_job "${array_id}_3"); [[ "$s" == FAILED ]] || fail "sweep task 3 (zero9) should fail, ended $s"
+python3 - "$work/sweep" <<'PY' || fail "sweep report content"
+import csv, sys, os
+d = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(d, "report.csv"))))
+names = [r["name"] for r in rows]
+assert names == ["tiny-ddp", "tiny-zero3", "tiny-hybrid-1x2-zero3", "tiny-zero9"], names
+for r in rows[:3]:
+    assert r["status"] == "ok" and float(r["tokens_per_s"]) > 0 and float(r["peak_mib"]) > 0, r
+assert rows[3]["status"] == "failed" and "zero9" in rows[3]["error"], rows[3]
+md = open(os.path.join(d, "report.md")).read()
+assert "tiny-zero9" in md and "failed" in md
+for p in ("throughput.png", "memory.png", "breakdown.png"):
+    f = os.path.join(d, p)
+    assert os.path.getsize(f) > 1000 and open(f, "rb").read(4) == b"\x89PNG", p
+PY
+
+echo "== a failing training step fails the job"
+id=$(GPT_OUT="$work/bad" sbatch --parsable --ntasks=2 --output="$work/bad-%j.out" \
+  "$root/jobscripts/train.sbatch" --data "$work/no_such_*.bin")
+state=$(wait_job "$id")
+[[ "$state" == FAILED ]] || fail "a job whose training fails ended $state, not FAILED"
+[[ "$(exit_code "$id")" != "0:0" ]] || fail "failed job has exit code 0:0"
+grep -q "error: .*no_such_" "$work/bad-$id.out" || fail "the failed job's log does not name the bad data"
+[[ ! -f "$work/bad/metrics.jsonl" ]] || json_check "$work/bad/metrics.jsonl" 'False'
+
+echo "PASS: every job script ran on SLURM"
