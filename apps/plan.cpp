@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Predict memory, communication and step time per strategy; recommend one."};
   std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
   int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
-      vocab = 0;
+      vocab = 0, n_ctx = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
   app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--n-head", n_head, "override the preset's heads");
   app.add_option("--n-embd", n_embd, "override the preset's width");
   app.add_option("--vocab-size", vocab, "override the preset's vocabulary");
+  app.add_option("--n-ctx", n_ctx, "override the preset's context (rows of wpe)");
   app.add_option("--ranks", ranks, "ranks in the job")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(CLI::PositiveNumber);
   app.add_option("--device", device, "cuda | cpu: defaults for memory, peak and bandwidths")
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     if (n_head) w.model.n_head = n_head;
     if (n_embd) w.model.n_embd = n_embd;
     if (vocab) w.model.vocab_size = vocab;
+    if (n_ctx) w.model.seq_len = n_ctx;
     w.model.validate();
     if (seq_len < 0 || seq_len > w.model.seq_len)
       throw ConfigError(fmt::format("invalid seq-len = {}: the model's context is {}", seq_len, w.model.seq_len));
@@ -88,8 +90,8 @@ int main(int argc, char** argv) {
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
                 w.model.vocab_size, w.seq_len, micro, accum, precision.c_str(),
                 ckpt ? ", activation checkpointing" : "");
-    std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.0f TFLOP/s x %.0f%% MFU, "
-                "%.0f GB/s inside a node, %.1f GB/s across\n\n",
+    std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
+                "%.3g GB/s inside a node, %.3g GB/s across\n\n",
                 ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
                 100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_bw / 1e9);
     std::fputs(format_plan(p).c_str(), stdout);

@@ -64,8 +64,8 @@ gpt_train_args() {
 # Sets `grid`: the `scripts/sweep` grid flags from GPT_SWEEP_* (see sweep.sbatch).
 gpt_sweep_grid() {
   grid=(--strategies "${GPT_SWEEP_STRATEGIES:-ddp,zero1,zero2,zero3,hybrid}"
-        --hybrid-inner "${GPT_SWEEP_INNER:-zero3}" --models "${GPT_SWEEP_MODELS:-tiny}"
-        --steps "${GPT_STEPS:-20}" --config "${GPT_CONFIG:-$root/input/default.toml}")
+        --hybrid-inner "${GPT_SWEEP_INNER:-zero3}" --steps "${GPT_STEPS:-20}" --config "${GPT_CONFIG:-$root/input/default.toml}")
   [[ -n "${GPT_SWEEP_MESHES:-}" ]] && grid+=(--meshes "$GPT_SWEEP_MESHES")
+  [[ -n "${GPT_SWEEP_MODELS:-}" ]] && grid+=(--models "$GPT_SWEEP_MODELS")
   return 0
 }

@@ -125,18 +125,26 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
 }
 
 std::string format_plan(const Plan& p) {
-  const auto gib = [](int64_t b) { return fmt::format("{:.2f}", double(b) / 0x1p30); };
+  // One unit for the whole table: GiB when any placement needs a GiB, else MiB.
+  int64_t largest = 0;
+  for (const PlanRow& r : p.rows) largest = std::max({largest, r.mem.total(), r.comm.bytes});
+  const bool gib = largest >= (int64_t(1) << 30);
+  const char* unit = gib ? "GiB" : "MiB";
+  const auto b = [&](int64_t x) {
+    return gib ? fmt::format("{:.2f}", double(x) / 0x1p30) : fmt::format("{:.1f}", double(x) / 0x1p20);
+  };
   std::string s = fmt::format(
-      "| strategy | params | grads | optim | activations | buffers | total GiB | fits | comm/step GiB (intra / inter) "
+      "| strategy | params | grads | optim | activations | buffers | total {0} | fits | comm/step {0} (intra / inter) "
       "| compute s | exposed comm s | step s | tokens/s |\n"
-      "|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n");
+      "|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n",
+      unit);
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const PlanRow& r = p.rows[i];
     s += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} ({} / {}) | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",
-                     r.placement.name(), int(i) == p.best ? " **(recommended)**" : "", gib(r.mem.params),
-                     gib(r.mem.grads), gib(r.mem.optim), gib(r.mem.activations), gib(r.mem.buffers),
-                     gib(r.mem.total()), r.fits ? "yes" : "no", gib(r.comm.bytes), gib(r.comm.intra_bytes),
-                     gib(r.comm.inter_bytes), r.compute_s, r.exposed_s, r.step_s, r.tokens_per_s);
+                     r.placement.name(), int(i) == p.best ? " **(recommended)**" : "", b(r.mem.params),
+                     b(r.mem.grads), b(r.mem.optim), b(r.mem.activations), b(r.mem.buffers), b(r.mem.total()),
+                     r.fits ? "yes" : "no", b(r.comm.bytes), b(r.comm.intra_bytes), b(r.comm.inter_bytes),
+                     r.compute_s, r.exposed_s, r.step_s, r.tokens_per_s);
   }
   s += "\nrecommendation: " + p.reasoning + "\n";
   return s;

@@ -29,7 +29,7 @@ python3 - "$work/sweep" <<'PY'
 import csv, os, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(d, "report.csv"))))
-assert [r["name"] for r in rows] == ["tiny-ddp", "tiny-zero3", "tiny-hybrid-1x2-zero3", "tiny-zero9"], rows
+assert [r["name"] for r in rows] == ["ddp", "zero3", "hybrid-1x2-zero3", "zero9"], rows
 good = rows[:3]
 assert all(r["status"] == "ok" for r in good), good
 losses = {r["final_loss"] for r in good}
@@ -37,7 +37,7 @@ assert len(losses) == 1, f"strategies disagree on the final loss: {losses}"
 assert float(good[1]["model_state_mib"]) < float(good[0]["model_state_mib"]), "zero3 should hold less than ddp"
 assert rows[3]["status"] == "failed" and "invalid strategy = 'zero9'" in rows[3]["error"], rows[3]
 md = open(os.path.join(d, "report.md")).read()
-assert "| tiny-zero9 |" in md
+assert "| zero9 |" in md
 for p in ("throughput.png", "memory.png", "breakdown.png"):
     with open(os.path.join(d, p), "rb") as f:
         assert f.read(4) == b"\x89PNG", p
