@@ -8,21 +8,7 @@ set -euo pipefail
 build="$(realpath "$1")"; work="$(realpath -m "$2")"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 rm -rf "$work"; mkdir -p "$work"
-python3 "$root/tests/make_text.py" "$work/text.txt" 2000
-"$build/apps/prepare_data" --input "$work/text.txt" --out "$work/data" --name d --val-fraction 0 >/dev/null
-cat > "$work/tiny.toml" <<TOML
-model = "tiny"
-n-layer = 2
-n-embd = 64
-n-head = 4
-n-ctx = 32
-seq-len = 32
-data = "$work/data/d_train_*.bin"
-global-batch = 8
-micro-batch = 2
-lr = 3e-3
-threads = 1
-TOML
+"$root/tests/make_tiny_run.sh" "$build" "$work"  # data/ and tiny.toml
 "$root/scripts/sweep" run --strategies ddp,zero3,hybrid,zero9 --meshes 1x2 --ranks 2 --steps 3 \
   --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun
 python3 - "$work/sweep" <<'PY'

@@ -27,25 +27,7 @@ trap cleanup EXIT
 "$here/cluster.sh" start "$cluster" 8
 export SLURM_CONF="$cluster/slurm.conf"
 
-# Tiny data and config: 2 layers, width 64.
-python3 "$root/tests/make_text.py" "$work/text.txt" 3000
-"$build/apps/prepare_data" --input "$work/text.txt" --out "$work/data" --name d --val-fraction 0 >/dev/null
-cat > "$work/tiny.toml" <<TOML
-model = "tiny"
-n-layer = 2
-n-embd = 64
-n-head = 4
-n-ctx = 32
-seq-len = 32
-data = "$work/data/d_train_*.bin"
-global-batch = 8
-micro-batch = 2
-steps = 6
-lr = 3e-3
-threads = 1
-sample-tokens = 0
-log-every = 2
-TOML
+"$root/tests/make_tiny_run.sh" "$build" "$work"  # data/ and tiny.toml
 export GPT_ROOT="$root" GPT_BUILD="$build" GPT_CONFIG="$work/tiny.toml"
 # What scripts/mpirun.sh sets for this container, for the ranks srun starts.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
