@@ -1,7 +1,7 @@
 // plan: predicted memory, communication and step time of every strategy and
 // mesh for a model on a cluster, and the one to use. No MPI, no allocation:
-//   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB \
-//        --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing]
+//   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB
+//     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing]
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
 #include <cstdio>

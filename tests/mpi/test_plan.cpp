@@ -97,7 +97,7 @@ TEST(Planner, AgreesWithTheIdealisedFormulas) {
   w.model = preset("gpt2-124m");
   w.seq_len = 1024;
   const double Psi = double(ParamLayout(w.model).total_numel());
-  const double L = w.model.n_layer, C = w.model.n_embd, V = w.model.padded_vocab(), Tc = w.model.seq_len;
+  const double C = w.model.n_embd, V = w.model.padded_vocab(), Tc = w.model.seq_len;
   // zero3 keeps the embedding and ln_f gathered through the micro-batch: one all-gather fewer for those.
   const double emb_final = V * C + Tc * C + 2 * C;
   for (const int N : {2, 8, 64}) {
@@ -172,7 +172,9 @@ TEST(Planner, StrategyAutoRunsThePlannersChoice) {
   c.strategy = "auto";
   const TrainSummary s = Trainer(c, MPI_COMM_WORLD).run();
   EXPECT_NE(s.strategy, "auto");
-  if (W == 1) EXPECT_EQ(s.strategy, "ddp");  // nothing to shard, nothing to communicate
+  if (W == 1) {
+    EXPECT_EQ(s.strategy, "ddp");  // nothing to shard, nothing to communicate
+  }
   // A budget only the smallest candidate fits in: the trainer must run it,
   // whatever the speed model prefers.
   if (W >= 2) {
