@@ -55,21 +55,13 @@ Placement make_placement(StrategyKind kind, StrategyKind inner, MeshShape mesh, 
 
 namespace {
 
-// What the engine keeps, derived exactly as DataParallel's constructor does.
-struct Sharding {
+// Group sizes and what is sharded, as the engine derives them.
+struct Sharding : ShardingRule {
   int S = 1, R = 1;
-  bool params_sharded = false, grads_sharded = false, zero1 = false;
 };
 
 Sharding sharding_of(const Placement& p) {
-  Sharding s;
-  s.S = p.shard_size();
-  s.R = p.replicas();
-  const StrategyKind inner = p.kind == StrategyKind::kHybrid ? p.hybrid_inner : p.kind;
-  s.params_sharded = s.S > 1 && inner == StrategyKind::kZero3;
-  s.grads_sharded = s.S > 1 && (inner == StrategyKind::kZero2 || inner == StrategyKind::kZero3);
-  s.zero1 = s.S > 1 && inner == StrategyKind::kZero1;
-  return s;
+  return {sharding_rule(p.kind, p.hybrid_inner, p.shard_size()), p.shard_size(), p.replicas()};
 }
 
 // Bytes one rank sends in a ring collective over n ranks: `factor` = 1 for

@@ -46,6 +46,15 @@ StrategyKind parse_strategy(const std::string& s) {
   throw ConfigError(fmt::format("invalid strategy = '{}': expected ddp, zero1, zero2, zero3 or hybrid", s));
 }
 
+ShardingRule sharding_rule(StrategyKind kind, StrategyKind hybrid_inner, int shard_size) {
+  const StrategyKind inner = kind == StrategyKind::kHybrid ? hybrid_inner : kind;
+  ShardingRule r;
+  r.params_sharded = shard_size > 1 && inner == StrategyKind::kZero3;
+  r.grads_sharded = shard_size > 1 && (inner == StrategyKind::kZero2 || inner == StrategyKind::kZero3);
+  r.zero1 = shard_size > 1 && inner == StrategyKind::kZero1;
+  return r;
+}
+
 namespace {
 
 class DataParallel final : public Strategy {
@@ -65,10 +74,10 @@ class DataParallel final : public Strategy {
     if (rep_ && rep_->size() == 1) rep_ = nullptr;
     S_ = shard_ ? shard_->size() : 1;
     srank_ = shard_ ? shard_->rank() : 0;
-    const StrategyKind inner = hybrid ? opt.hybrid_inner : opt.kind;
-    params_sharded_ = S_ > 1 && inner == StrategyKind::kZero3;
-    grads_sharded_ = S_ > 1 && (inner == StrategyKind::kZero2 || inner == StrategyKind::kZero3);
-    zero1_ = S_ > 1 && inner == StrategyKind::kZero1;
+    const ShardingRule rule = sharding_rule(opt.kind, opt.hybrid_inner, S_);
+    params_sharded_ = rule.params_sharded;
+    grads_sharded_ = rule.grads_sharded;
+    zero1_ = rule.zero1;
 
     for (const UnitSpec& spec : layout.units()) {
       Unit u;

@@ -64,9 +64,7 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   const double serial = double(r.comm.after_backward_bytes) / shard_bw;
   const double overlappable =
       double(r.comm.shard_bytes - r.comm.after_backward_bytes) / shard_bw + double(r.comm.replicate_bytes) / rep_bw;
-  const bool params_sharded = p.shard_size() > 1 && (p.kind == StrategyKind::kZero3 ||
-                                                    (p.kind == StrategyKind::kHybrid &&
-                                                     p.hybrid_inner == StrategyKind::kZero3));
+  const bool params_sharded = sharding_rule(p.kind, p.hybrid_inner, p.shard_size()).params_sharded;
   const double window = r.compute_s * (params_sharded ? 1.0 : 2.0 / 3.0);
   r.comm_s = serial + overlappable;
   r.exposed_s = serial + std::max(0.0, overlappable - window);

@@ -30,6 +30,16 @@ enum class StrategyKind { kDdp, kZero1, kZero2, kZero3, kHybrid };
 std::string to_string(StrategyKind s);
 StrategyKind parse_strategy(const std::string& s);  // ConfigError for unknown names
 
+// What a strategy keeps sharded over a shard group of `shard_size` ranks:
+// the one definition the engine (data_parallel.cpp) and the cost model
+// (cost_model.cpp) share. With one rank in the group nothing is sharded.
+struct ShardingRule {
+  bool params_sharded = false;  // zero3 (and hybrid with zero3 inside)
+  bool grads_sharded = false;   // zero2, zero3
+  bool zero1 = false;           // optimizer state only
+};
+ShardingRule sharding_rule(StrategyKind kind, StrategyKind hybrid_inner, int shard_size);
+
 struct StrategyOptions {
   StrategyKind kind = StrategyKind::kDdp;
   StrategyKind hybrid_inner = StrategyKind::kZero3;  // kZero2 or kZero3
