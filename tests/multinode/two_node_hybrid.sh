@@ -23,10 +23,8 @@ for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; done
 ip -n "$ns1" link set "v1_$$" up; ip -n "$ns2" link set "v2_$$" up
 
 rm -rf "$work"; mkdir -p "$work"
-python3 "$here/../make_text.py" "$work/text.txt" 3000
-"$build/apps/prepare_data" --input "$work/text.txt" --out "$work" --name d --val-fraction 0 >/dev/null
-args=(--data "$work/d_train_*.bin" --n-layer 2 --n-embd 64 --n-head 4 --n-ctx 32 --seq-len 32 --global-batch 8
-      --steps 6 --lr 3e-3 --threads 1 --sample-tokens 0 --log-every 6)
+"$here/../make_tiny_run.sh" "$build" "$work"  # data/ and tiny.toml: 2 layers, width 64, T=32, batch 8, 6 steps
+args=(--config "$work/tiny.toml" --log-every 6)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 "$build/apps/gpt_train" "${args[@]}" --micro-batch 8 --metrics "$work/single.jsonl" 2>"$work/single.log"
 timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun --oversubscribe --bind-to none \
