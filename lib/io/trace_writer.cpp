@@ -1,6 +1,8 @@
 #include "io/trace_writer.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -48,6 +50,25 @@ std::string rank_events(int rank) {
 }
 
 }  // namespace
+
+void check_trace_path(const std::string& path, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int err = 0;
+  if (rank == 0) {
+    const std::string tmp = path + ".partial";
+    errno = 0;
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f) {
+      std::fclose(f);
+      std::remove(tmp.c_str());
+    } else {
+      err = errno ? errno : EIO;
+    }
+  }
+  MPI_Bcast(&err, 1, MPI_INT, 0, comm);
+  if (err) throw ConfigError(fmt::format("invalid trace = '{}': cannot create it ({})", path, std::strerror(err)));
+}
 
 void write_trace(const std::string& path, MPI_Comm comm) {
   int rank = 0, size = 1;

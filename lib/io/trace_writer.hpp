@@ -13,5 +13,8 @@
 namespace gpt {
 
 void write_trace(const std::string& path, MPI_Comm comm);
+// Before a run: throws ConfigError on every rank when rank 0 cannot create
+// `path`, so a bad --trace fails at start-up, not after the training.
+void check_trace_path(const std::string& path, MPI_Comm comm);
 
 }  // namespace gpt

@@ -401,7 +401,8 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
     if (!cfg.trace.empty()) {
-      MPI_Barrier(base);  // every rank's clock starts together
+      check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
+      MPI_Barrier(base);                  // every rank's clock starts together
       trace::start();
     }
     const int start_step = restore();
