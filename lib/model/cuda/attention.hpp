@@ -1,0 +1,44 @@
+// Causal self-attention on the device, fused (flash-attention style): the
+// T x T score matrix is never materialised. Forward keeps, per query row,
+// only the log-sum-exp of its scores (lse[B, NH, T], fp32); backward
+// recomputes the probabilities from q, k and lse.
+//
+// Layout and scaling as model/cpu/attention.hpp: qkv[B, T, 3C] holds
+// q | k | v, head h at columns [h*hs, (h+1)*hs) of each; scores are scaled
+// by 1/sqrt(hs). All arithmetic is fp32 whatever the storage type.
+//
+// Kernels: one lane per query row (forward, dq) or per key row (dk, dv),
+// online softmax in registers, key/value or query tiles of 32 rows in shared
+// memory. Every output element is written by exactly one thread, so results
+// are deterministic. Head sizes 32 and 64 are compiled (every GPT-2 size
+// uses 64); attention_supported() says whether a head size is.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda {
+
+struct AttentionShape {
+  int64_t B, T, C, NH;
+};
+
+bool attention_supported(int64_t head_size);
+
+// out[B, T, C]; lse[B, NH, T] saved for backward.
+template <typename T>
+void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream);
+
+// Floats of scratch attention_backward needs ([B, NH, T]).
+inline int64_t attention_backward_scratch(const AttentionShape& s) { return s.B * s.NH * s.T; }
+
+// dqkv[B, T, 3C] = gradient wrt qkv (overwritten) given dout[B, T, C] and
+// the forward's out and lse.
+template <typename T>
+void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                        const AttentionShape& s, cudaStream_t stream);
+
+}  // namespace gpt::cuda

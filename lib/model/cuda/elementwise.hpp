@@ -1,0 +1,35 @@
+// Small device kernels the strategies and the optimizer need: casts between
+// storage types, accumulation of a reduced gradient piece into its fp32 (or
+// T) accumulator, and the deterministic sum of squares behind the global
+// gradient norm.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda {
+
+// dst[i] = src[i] converted (round to nearest even into bf16).
+template <typename To, typename From>
+void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
+
+// acc[i] += src[i] (computed in fp32).
+template <typename Acc, typename Src>
+void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s);
+
+// Floats of scratch sum_squares needs.
+int64_t sum_squares_scratch();
+
+// *out += sum of x[i]^2 over [0, n), in double. Deterministic: a fixed grid,
+// every block sums a fixed set of elements, partials added in block order.
+// out is a device double; scratch: sum_squares_scratch() doubles.
+template <typename T>
+void sum_squares(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s);
+
+// *out += sum of x[i] over [0, n) (per-row losses), deterministic as above.
+void sum_values(const float* x, int64_t n, double* out, double* scratch, cudaStream_t s);
+
+}  // namespace gpt::cuda

@@ -1,0 +1,247 @@
+#include "model/cuda/gpt_cuda.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "model/cuda/attention.hpp"
+#include "model/cuda/check.hpp"
+#include "model/cuda/classifier.hpp"
+#include "model/cuda/elementwise.hpp"
+#include "model/cuda/layernorm.hpp"
+
+namespace gpt::cuda {
+
+// Everything one block saves for its backward. Attention keeps only the
+// log-sum-exp per query row (lse), not the T x T probabilities.
+template <typename T>
+struct DeviceGPT<T>::BlockActs {
+  DeviceBuffer<T> ln1, qkv, atty, res2, ln2, fch, fch_gelu;
+  DeviceBuffer<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lse;
+  BlockActs(int64_t N, int64_t C, int64_t NH, DeviceAllocator* al) {
+    const auto A = MemCategory::kActivations;
+    ln1 = DeviceBuffer<T>(N * C, A, al);
+    qkv = DeviceBuffer<T>(N * 3 * C, A, al);
+    atty = DeviceBuffer<T>(N * C, A, al);
+    res2 = DeviceBuffer<T>(N * C, A, al);
+    ln2 = DeviceBuffer<T>(N * C, A, al);
+    fch = DeviceBuffer<T>(N * 4 * C, A, al);
+    fch_gelu = DeviceBuffer<T>(N * 4 * C, A, al);
+    ln1_mean = DeviceBuffer<float>(N, A, al);
+    ln1_rstd = DeviceBuffer<float>(N, A, al);
+    ln2_mean = DeviceBuffer<float>(N, A, al);
+    ln2_rstd = DeviceBuffer<float>(N, A, al);
+    lse = DeviceBuffer<float>(N * NH, A, al);
+  }
+};
+
+template <typename T>
+DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, DeviceAllocator* alloc, Matmul* mm,
+                        cudaStream_t stream)
+    : layout_(layout), opt_(opt), alloc_(alloc), mm_(mm), stream_(stream) {
+  const GPTConfig& c = layout.config();
+  if (opt_.max_seq == 0) opt_.max_seq = c.seq_len;
+  GPT_CHECK(opt_.max_batch >= 1 && opt_.max_seq >= 1 && opt_.max_seq <= c.seq_len, "bad GPT shape B={} T={}",
+            opt_.max_batch, opt_.max_seq);
+  if (!attention_supported(c.n_embd / c.n_head))
+    throw ConfigError(fmt::format("invalid model for --device cuda: head size n_embd / n_head = {} (supported: 32, 64)",
+                                  c.n_embd / c.n_head));
+  const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
+  const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
+  for (int i = 0; i < nsets; ++i) blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, alloc));
+  const auto A = MemCategory::kActivations;
+  resid_ = DeviceBuffer<T>((c.n_layer + 1) * N * C, A, alloc);
+  lnf_ = DeviceBuffer<T>(N * C, A, alloc);
+  lnf_mean_ = DeviceBuffer<float>(N, A, alloc);
+  lnf_rstd_ = DeviceBuffer<float>(N, A, alloc);
+  dlnf_ = DeviceBuffer<T>(N * C, A, alloc);
+  losses_ = DeviceBuffer<float>(N, A, alloc);
+  chunk_rows_ = opt_.classifier_chunk_rows > 0 ? opt_.classifier_chunk_rows
+                                               : std::max<int64_t>(128, (int64_t(8) << 20) / Vp);
+  chunk_rows_ = std::min(chunk_rows_, N);
+  logits_ = DeviceBuffer<T>(chunk_rows_ * Vp, A, alloc);
+  dresid_ = DeviceBuffer<T>(N * C, A, alloc);
+  dbig_ = DeviceBuffer<T>(N * 4 * C, A, alloc);
+  dqkv_ = DeviceBuffer<T>(N * 3 * C, A, alloc);
+  dsmall_ = DeviceBuffer<T>(N * C, A, alloc);
+  const auto S = MemCategory::kScratch;
+  ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
+  att_scratch_ = DeviceBuffer<float>(size_t(N * c.n_head), S, alloc);
+  loss_sum_ = DeviceBuffer<double>(1, S, alloc);
+  sum_scratch_ = DeviceBuffer<double>(size_t(sum_squares_scratch()), S, alloc);
+  batch_ = DeviceBuffer<int32_t>(size_t(5 * N + 1), S, alloc);  // tokens, targets, groups (<= 3N + 1)
+  staging_elems_ = batch_.size();
+  GPT_CUDA_OK(cudaMallocHost(&staging_, staging_elems_ * sizeof(int32_t)));
+  GPT_CUDA_OK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  GPT_CUDA_OK(cudaEventRecord(uploaded_, stream_));
+  set_shape(opt_.max_batch, opt_.max_seq);
+}
+
+template <typename T>
+DeviceGPT<T>::~DeviceGPT() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (uploaded_) cudaEventDestroy(uploaded_);
+  if (staging_) cudaFreeHost(staging_);
+}
+
+template <typename T>
+void DeviceGPT<T>::set_shape(int B, int Tn) {
+  GPT_CHECK(B >= 1 && B <= opt_.max_batch && Tn >= 1 && Tn <= opt_.max_seq,
+            "shape B={} T={} outside allocated B<={} T<={}", B, Tn, opt_.max_batch, opt_.max_seq);
+  B_ = B;
+  T_ = Tn;
+}
+
+template <typename T>
+T* DeviceGPT<T>::resid(int l) {
+  return resid_.data() + int64_t(l) * B_ * T_ * layout_.config().n_embd;
+}
+
+template <typename T>
+typename DeviceGPT<T>::BlockActs& DeviceGPT<T>::acts(int l) {
+  return *blocks_[opt_.activation_checkpointing ? 0 : l];
+}
+
+template <typename T>
+void DeviceGPT<T>::set_batch(const int32_t* tokens, const int32_t* targets) {
+  const int64_t N = int64_t(B_) * T_;
+  groups_.build(tokens, N);
+  // The previous upload read staging_; it finished long ago (a whole
+  // micro-batch of kernels was queued after it), so this wait is free.
+  GPT_CUDA_OK(cudaEventSynchronize(uploaded_));
+  std::memcpy(staging_, tokens, size_t(N) * 4);
+  std::memcpy(staging_ + N, targets ? targets : tokens, size_t(N) * 4);
+  std::memcpy(staging_ + 2 * N, groups_.packed.data(), groups_.packed.size() * 4);
+  const size_t n = size_t(2 * N) + groups_.packed.size();
+  GPT_CUDA_OK(cudaMemcpyAsync(batch_.data(), staging_, n * 4, cudaMemcpyHostToDevice, stream_));
+  GPT_CUDA_OK(cudaEventRecord(uploaded_, stream_));
+}
+
+template <typename T>
+void DeviceGPT<T>::forward_embedding(const T* emb) {
+  embedding_forward(resid(0), batch_.data(), emb + layout_.wte_offset(), emb + layout_.wpe_offset(), B_, T_,
+                    layout_.config().n_embd, stream_);
+}
+
+template <typename T>
+void DeviceGPT<T>::block_forward(const T* p, BlockActs& a, const T* x, T* out) {
+  const GPTConfig& c = layout_.config();
+  const BlockOffsets& o = layout_.block_offsets();
+  const int64_t N = int64_t(B_) * T_, C = c.n_embd;
+  cudaStream_t s = stream_;
+  layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
+  mm_->linear_forward(a.qkv.data(), a.ln1.data(), p + o.qkv_w, p + o.qkv_b, N, C, 3 * C, s);
+  attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s);
+  mm_->linear_residual_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, x, N, C, C, s);
+  layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
+                    C, s);
+  mm_->linear_forward(a.fch.data(), a.ln2.data(), p + o.fc_w, p + o.fc_b, N, C, 4 * C, s, a.fch_gelu.data());
+  mm_->linear_residual_forward(out, a.fch_gelu.data(), p + o.fcproj_w, p + o.fcproj_b, a.res2.data(), N, 4 * C, C,
+                               s);
+}
+
+template <typename T>
+void DeviceGPT<T>::forward_block(int layer, const T* block) {
+  block_forward(block, acts(layer), resid(layer), resid(layer + 1));
+}
+
+template <typename T>
+void DeviceGPT<T>::final_ln(const T* fin) {
+  const int64_t N = int64_t(B_) * T_, C = layout_.config().n_embd;
+  layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), resid(layout_.config().n_layer), fin, fin + C,
+                    N, C, stream_);
+}
+
+template <typename T>
+void DeviceGPT<T>::forward_head(const T* fin, const T* emb, T* emb_grad, float loss_scale) {
+  const GPTConfig& c = layout_.config();
+  const int64_t N = int64_t(B_) * T_;
+  final_ln(fin);
+  ClassifierArgs<T> a;
+  a.inp = lnf_.data();
+  a.wte = emb + layout_.wte_offset();
+  a.targets = batch_.data() + N;
+  a.losses = losses_.data();
+  a.logits = logits_.data();
+  a.chunk_rows = chunk_rows_;
+  if (emb_grad) {
+    a.dinp = dlnf_.data();
+    a.dwte = emb_grad + layout_.wte_offset();
+    a.loss_scale = loss_scale;
+  }
+  classifier_forward_backward(*mm_, a, {N, c.n_embd, c.vocab_size, c.padded_vocab()}, stream_);
+  sum_values(losses_.data(), N, loss_sum_.data(), sum_scratch_.data(), stream_);
+  rows_in_loss_ += N;
+}
+
+template <typename T>
+double DeviceGPT<T>::take_loss() {
+  double sum = 0;
+  GPT_CUDA_OK(cudaMemcpyAsync(&sum, loss_sum_.data(), sizeof sum, cudaMemcpyDeviceToHost, stream_));
+  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+  loss_sum_.zero(stream_);
+  const double mean = rows_in_loss_ > 0 ? sum / double(rows_in_loss_) : 0.0;
+  rows_in_loss_ = 0;
+  return mean;
+}
+
+template <typename T>
+void DeviceGPT<T>::backward_final(const T* fin, T* fin_grad) {
+  const int64_t N = int64_t(B_) * T_, C = layout_.config().n_embd;
+  GPT_CUDA_OK(cudaMemsetAsync(dresid_.data(), 0, size_t(N * C) * sizeof(T), stream_));
+  layernorm_backward(dresid_.data(), fin_grad, fin_grad + C, ln_scratch_.data(), dlnf_.data(),
+                     resid(layout_.config().n_layer), fin, lnf_mean_.data(), lnf_rstd_.data(), N, C, stream_);
+}
+
+template <typename T>
+void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
+  const GPTConfig& c = layout_.config();
+  const BlockOffsets& o = layout_.block_offsets();
+  const int64_t N = int64_t(B_) * T_, C = c.n_embd;
+  cudaStream_t s = stream_;
+  const T* x = resid(layer);
+  BlockActs& a = acts(layer);
+  if (opt_.activation_checkpointing) block_forward(p, a, x, dbig_.data());  // recompute; output is scratch
+  T* dres = dresid_.data();  // in: d(block output); out: d(block input)
+  // d(fc pre-activation) = (dres W_fcproj) * GELU'(fch): the GELU gradient rides on the GEMM (DGELU epilogue).
+  mm_->linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, a.fch_gelu.data(), p + o.fcproj_w, N,
+                       4 * C, C, s, a.fch.data());
+  mm_->linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), a.ln2.data(), p + o.fc_w, N, C, 4 * C,
+                       s);
+  layernorm_backward(dres, g + o.ln2_w, g + o.ln2_b, ln_scratch_.data(), dsmall_.data(), a.res2.data(),
+                     p + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C, s);
+  mm_->linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N, C,
+                       C, s);
+  attention_backward(dqkv_.data(), att_scratch_.data(), dsmall_.data(), a.qkv.data(), a.atty.data(), a.lse.data(),
+                     {B_, T_, C, c.n_head}, s);
+  mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), a.ln1.data(), p + o.qkv_w, N, C,
+                       3 * C, s);
+  layernorm_backward(dres, g + o.ln1_w, g + o.ln1_b, ln_scratch_.data(), dsmall_.data(), x, p + o.ln1_w,
+                     a.ln1_mean.data(), a.ln1_rstd.data(), N, C, s);
+}
+
+template <typename T>
+void DeviceGPT<T>::backward_embedding(T* emb_grad) {
+  const int64_t N = int64_t(B_) * T_;
+  embedding_backward(emb_grad + layout_.wte_offset(), emb_grad + layout_.wpe_offset(), dresid_.data(),
+                     batch_.data() + 2 * N, groups_.num_groups, B_, T_, layout_.config().n_embd, stream_);
+}
+
+template <typename T>
+void DeviceGPT<T>::logits_row(const T* fin, const T* emb, int64_t row, float* out) {
+  const GPTConfig& c = layout_.config();
+  GPT_CHECK(row >= 0 && row < int64_t(B_) * T_, "row {} out of range", row);
+  final_ln(fin);
+  const int64_t Vp = c.padded_vocab();
+  classifier_logits_row(*mm_, logits_.data(), lnf_.data() + row * c.n_embd, emb + layout_.wte_offset(),
+                        {1, c.n_embd, c.vocab_size, Vp}, stream_);
+  DeviceBuffer<float> f(size_t(Vp), MemCategory::kScratch, alloc_);  // sampling only: not the training loop
+  convert(f.data(), logits_.data(), Vp, stream_);
+  GPT_CUDA_OK(cudaMemcpyAsync(out, f.data(), size_t(Vp) * 4, cudaMemcpyDeviceToHost, stream_));
+  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+}
+
+template class DeviceGPT<float>;
+template class DeviceGPT<bf16>;
+
+}  // namespace gpt::cuda

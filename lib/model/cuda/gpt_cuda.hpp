@@ -1,0 +1,95 @@
+// GPT-2 forward and backward on one GPU, unit by unit: the device twin of
+// model/gpt.hpp, with the same ownership rules (the model owns activations
+// and scratch, never parameters; each call takes the unit's flat buffer and
+// gradient, device pointers of type T) and the same call order:
+//   set_batch, forward_embedding, forward_block(0..L-1), forward_head,
+//   backward_final, backward_block(L-1..0), backward_embedding.
+// Parameter gradients accumulate (+=) into the given buffers.
+//
+// Everything is enqueued on one stream; nothing here synchronises the host
+// except take_loss() (once per optimizer step) and set_batch()'s reuse of
+// its pinned staging buffer (which waits for the previous upload, long done).
+//
+// T = float (fp32, checked against the CPU model to 1e-4) or bf16 (mixed
+// precision: bf16 activations and parameters, fp32 LayerNorm statistics,
+// softmax, attention arithmetic and loss).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/cuda/device_memory.hpp"
+#include "model/cuda/embedding.hpp"
+#include "model/cuda/matmul.hpp"
+#include "model/cuda/types.hpp"
+#include "model/gpt.hpp"
+#include "model/layout.hpp"
+
+namespace gpt::cuda {
+
+template <typename T>
+class DeviceGPT {
+ public:
+  // Activations come from `alloc` (category activations); GEMMs run on `mm`.
+  DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, DeviceAllocator* alloc, Matmul* mm,
+            cudaStream_t stream);
+  ~DeviceGPT();
+  DeviceGPT(const DeviceGPT&) = delete;
+  DeviceGPT& operator=(const DeviceGPT&) = delete;
+
+  void set_shape(int B, int Tn);
+  int batch() const { return B_; }
+  int seq() const { return T_; }
+  const ParamLayout& layout() const { return layout_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // Host tokens and targets of the next micro-batch ([B*T] each); uploaded
+  // asynchronously together with the token groups of the embedding backward.
+  void set_batch(const int32_t* tokens, const int32_t* targets);
+
+  void forward_embedding(const T* emb);
+  void forward_block(int layer, const T* block);
+  // Final LayerNorm, tied LM head, cross-entropy; the rows' summed loss is
+  // added to a device accumulator (take_loss). With emb_grad non-null the
+  // head's backward runs here too (see model/cpu/classifier.hpp).
+  void forward_head(const T* fin, const T* emb, T* emb_grad, float loss_scale);
+  void backward_final(const T* fin, T* fin_grad);
+  void backward_block(int layer, const T* block, T* block_grad);
+  void backward_embedding(T* emb_grad);
+
+  // Mean loss over the rows of every forward_head since the last call.
+  // Synchronises the stream.
+  double take_loss();
+
+  // Host logits[padded_vocab] of one row after a forward (sampling).
+  void logits_row(const T* fin, const T* emb, int64_t row, float* out);
+
+ private:
+  struct BlockActs;
+  T* resid(int l);
+  BlockActs& acts(int l);
+  void block_forward(const T* p, BlockActs& a, const T* x, T* out);
+  void final_ln(const T* fin);
+
+  const ParamLayout& layout_;
+  GPTOptions opt_;
+  DeviceAllocator* alloc_;
+  Matmul* mm_;
+  cudaStream_t stream_;
+  int B_ = 0, T_ = 0;
+  int64_t chunk_rows_ = 0, rows_in_loss_ = 0;
+  std::vector<std::unique_ptr<BlockActs>> blocks_;
+  DeviceBuffer<T> resid_, lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
+  DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
+  DeviceBuffer<double> loss_sum_, sum_scratch_;
+  DeviceBuffer<int32_t> batch_;  // tokens [N] | targets [N] | token groups
+  TokenGroups groups_;
+  int32_t* staging_ = nullptr;  // pinned host copy of batch_
+  size_t staging_elems_ = 0;
+  cudaEvent_t uploaded_ = nullptr;
+};
+
+}  // namespace gpt::cuda

@@ -1,0 +1,233 @@
+#include <algorithm>
+#include <type_traits>
+
+#include <string>
+#include "model/cuda/check.hpp"
+#include "model/cuda/dtype.cuh"
+#include "model/cuda/gelu.hpp"
+#include "model/cuda/matmul.hpp"
+
+namespace gpt::cuda {
+namespace {
+
+enum Epi : int { kNone = 0, kBias = 1, kGeluAux = 2, kDGelu = 3 };
+
+template <typename T>
+constexpr cudaDataType_t data_type() {
+  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+int64_t alignment(const void* p) {
+  if (!p) return 256;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return int64_t(std::min<uintptr_t>(256, a & (~a + 1)));
+}
+
+constexpr int kBiasThreadsY = 8;
+constexpr int64_t kBiasRowsPerPart = 256;
+constexpr int64_t kBiasMaxParts = 64;
+
+int64_t bias_parts(int64_t N) {
+  return std::min(kBiasMaxParts, std::max<int64_t>(1, (N + kBiasRowsPerPart - 1) / kBiasRowsPerPart));
+}
+
+// Block (x: 32 columns, y: part p). Partial column sums of rows
+// [p*chunk, (p+1)*chunk) in a fixed order, into partial[p, OC].
+template <typename T>
+__global__ void bias_grad_partial_kernel(float* partial, const T* dout, int64_t N, int64_t OC, int64_t chunk) {
+  __shared__ float acc[kBiasThreadsY][33];
+  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = min(N, r0 + chunk);
+  float s = 0.f;
+  if (col < OC)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kBiasThreadsY) s += f32(dout[r * OC + col]);
+  acc[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < OC) {
+    float t = 0.f;
+    for (int y = 0; y < kBiasThreadsY; ++y) t += acc[y][threadIdx.x];
+    partial[int64_t(blockIdx.y) * OC + col] = t;
+  }
+}
+
+template <typename T>
+__global__ void bias_grad_final_kernel(T* dbias, const float* partial, int64_t parts, int64_t OC) {
+  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= OC) return;
+  float s = 0.f;
+  for (int64_t p = 0; p < parts; ++p) s += partial[p * OC + col];
+  dbias[col] = store<T>(f32(dbias[col]) + s);
+}
+
+}  // namespace
+
+struct Matmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+  }
+};
+
+Matmul::Matmul(DeviceAllocator* alloc, size_t workspace_bytes) : alloc_(alloc) {
+  GPT_CUBLAS_OK(cublasLtCreate(&handle_));
+  workspace_ = DeviceBuffer<char>(workspace_bytes, MemCategory::kScratch, alloc_);
+}
+
+Matmul::~Matmul() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+template <typename T>
+bool Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
+                  int64_t ldb, const T* Cm, T* D, int64_t ldd, float beta, const T* bias, int epilogue,
+                  const T* aux, int64_t aux_ld, cudaStream_t s) {
+  const bool has_bias = bias != nullptr;
+  const std::array<int64_t, 16> key{int64_t(data_type<T>()), transa, transb, m, n, k, lda, ldb, ldd, has_bias,
+                                    epilogue, aux_ld, alignment(A), alignment(B), std::min(alignment(D), alignment(Cm)),
+                                    std::min(alignment(bias), alignment(aux))};
+  std::unique_ptr<Plan>& slot = plans_[key];
+  if (!slot) {
+    auto p = std::make_unique<Plan>();
+    const cudaDataType_t dt = data_type<T>();
+    GPT_CUBLAS_OK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (epilogue == kBias) epi = CUBLASLT_EPILOGUE_BIAS;
+    if (epilogue == kGeluAux) epi = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    if (epilogue == kDGelu) epi = CUBLASLT_EPILOGUE_DGELU;
+    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (has_bias) {
+      GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof dt));
+    }
+    if (epilogue == kGeluAux || epilogue == kDGelu) {
+      GPT_CUBLAS_OK(
+          cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
+    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->a, dt, transa ? k : m, transa ? m : k, lda));
+    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->b, dt, transb ? n : k, transb ? k : n, ldb));
+    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->d, dt, m, n, ldd));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    GPT_CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = workspace_.bytes();
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const uint32_t al_a = uint32_t(key[12]), al_b = uint32_t(key[13]), al_d = uint32_t(key[14]);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p->ok) p->algo = result.algo;
+    slot = std::move(p);
+  }
+  Plan& p = *slot;
+  if (!p.ok) {
+    if (epilogue == kGeluAux || epilogue == kDGelu) return false;  // the caller falls back
+    throw_error(std::string("cuBLASLt has no algorithm for a ") + (std::is_same_v<T, float> ? "fp32" : "bf16") +
+                " GEMM m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  }
+  // Pointers are per call; setting them on the cached descriptor is cheap.
+  if (has_bias) {
+    const void* bp = bias;
+    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+  }
+  if (epilogue == kGeluAux || epilogue == kDGelu) {
+    const void* ap = aux;
+    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap));
+  }
+  const float alpha = 1.f;
+  GPT_CUBLAS_OK(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d, &p.algo,
+                               workspace_.data(), workspace_.bytes(), s));
+  return true;
+}
+
+// Row-major products mapped onto column-major cuBLASLt: a row-major [R, K]
+// matrix is a column-major [K, R] one with leading dimension K.
+template <typename T>
+void Matmul::linear_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, int64_t C, int64_t OC,
+                            cudaStream_t s, T* gelu_out) {
+  // out^T[OC, N] = W[OC, C] (col-major view of W^T, transposed) x inp^T[C, N].
+  if (gelu_out) {
+    // Fused: D = GELU(x W^T + b) into gelu_out, pre-activation into `out` (aux).
+    if (fusion_ && gemm<T>(true, false, OC, N, C, w, C, inp, C, nullptr, gelu_out, OC, 0.f, bias, kGeluAux, out, OC, s)) {
+      ++fused_calls_;
+      return;
+    }
+    ++unfused_calls_;
+  }
+  gemm<T>(true, false, OC, N, C, w, C, inp, C, nullptr, out, OC, 0.f, bias, bias ? kBias : kNone, nullptr, 0, s);
+  if (gelu_out) gelu_forward(gelu_out, out, N * OC, s);
+}
+
+template <typename T>
+void Matmul::linear_residual_forward(T* out, const T* inp, const T* w, const T* bias, const T* residual, int64_t N,
+                                     int64_t C, int64_t OC, cudaStream_t s) {
+  gemm<T>(true, false, OC, N, C, w, C, inp, C, residual, out, OC, 1.f, bias, bias ? kBias : kNone, nullptr, 0, s);
+}
+
+template <typename T>
+void Matmul::linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int64_t N, int64_t C,
+                             int64_t OC, cudaStream_t s, const T* gelu_pre) {
+  if (dinp) {
+    // dinp^T[C, N] = W^T[C, OC] x dout^T[OC, N].
+    bool done = false;
+    if (gelu_pre && fusion_) {
+      done = gemm<T>(false, false, C, N, OC, w, C, dout, OC, nullptr, dinp, C, 0.f, nullptr, kDGelu, gelu_pre, C, s);
+      if (done) ++fused_calls_;
+    }
+    if (!done) {
+      gemm<T>(false, false, C, N, OC, w, C, dout, OC, nullptr, dinp, C, 0.f, nullptr, kNone, nullptr, 0, s);
+      if (gelu_pre) {
+        ++unfused_calls_;
+        gelu_backward(dinp, gelu_pre, dinp, N * C, s);
+      }
+    }
+  }
+  if (dw) {
+    // dW^T[C, OC] += inp^T[C, N] x dout[N, OC].
+    gemm<T>(false, true, C, OC, N, inp, C, dout, OC, dw, dw, C, 1.f, nullptr, kNone, nullptr, 0, s);
+  }
+  if (dbias) bias_grad(dbias, dout, N, OC, s);
+}
+
+template <typename T>
+void Matmul::bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s) {
+  const int64_t parts = bias_parts(N);
+  const int64_t chunk = (N + parts - 1) / parts;
+  if (int64_t(bias_scratch_.size()) < parts * OC) {
+    // Grows during the first step only (shapes repeat).
+    bias_scratch_ = DeviceBuffer<float>(size_t(parts * OC), MemCategory::kScratch, alloc_);
+  }
+  dim3 grid(unsigned((OC + 31) / 32), unsigned(parts)), block(32, kBiasThreadsY);
+  bias_grad_partial_kernel<T><<<grid, block, 0, s>>>(bias_scratch_.data(), dout, N, OC, chunk);
+  GPT_CUDA_LAUNCHED();
+  bias_grad_final_kernel<T><<<blocks_for(OC, 256), 256, 0, s>>>(dbias, bias_scratch_.data(), parts, OC);
+  GPT_CUDA_LAUNCHED();
+}
+
+#define GPT_INSTANTIATE(T)                                                                                     \
+  template void Matmul::linear_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,        \
+                                          cudaStream_t, T*);                                                   \
+  template void Matmul::linear_residual_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
+                                                   int64_t, cudaStream_t);                                     \
+  template void Matmul::linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, \
+                                           cudaStream_t, const T*);
+GPT_INSTANTIATE(float)
+GPT_INSTANTIATE(bf16)
+#undef GPT_INSTANTIATE
+
+}  // namespace gpt::cuda

@@ -1,0 +1,90 @@
+// Matrix products of the CUDA backend through cuBLASLt (contract of
+// linear_forward/linear_backward: model/cpu/matmul.hpp).
+//
+// Precision: bf16 inputs and outputs with fp32 accumulation
+// (CUBLAS_COMPUTE_32F) in bf16 mode; plain fp32 (no TF32) in fp32 mode, so
+// fp32 runs agree with the CPU reference to rounding.
+//
+// Fusions in the cuBLASLt epilogue: bias add (BIAS), bias + GELU that also
+// stores the pre-activation for backward (GELU_AUX_BIAS), and the GELU
+// gradient applied to the input gradient (DGELU). When cuBLASLt offers no
+// algorithm for a fused epilogue on some shape or alignment, the same result
+// is computed with a plain GEMM and the GELU kernel (gelu.hpp); tests run
+// both paths.
+//
+// Descriptors, layouts and the chosen algorithm are cached per shape (and
+// pointer alignment class): after the first step no descriptor is built.
+// Bias gradients are column sums in a fixed order (deterministic), added to
+// the gradient (+=) as every backward here does.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "core/cuda/device_memory.hpp"
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda {
+
+class Matmul {
+ public:
+  // Workspace and scratch come from `alloc` (counted as scratch).
+  explicit Matmul(DeviceAllocator* alloc, size_t workspace_bytes = size_t(32) << 20);
+  ~Matmul();
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+
+  // out[N, OC] = inp[N, C] W[OC, C]^T (+ bias). With gelu_out non-null, out
+  // holds the pre-activation and gelu_out[N, OC] = GELU(out).
+  template <typename T>
+  void linear_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, int64_t C, int64_t OC,
+                      cudaStream_t s, T* gelu_out = nullptr);
+
+  // out[N, OC] = inp W^T + bias + residual[N, OC]: the residual add of a
+  // transformer block fused into the GEMM (cuBLASLt's beta * C term).
+  template <typename T>
+  void linear_residual_forward(T* out, const T* inp, const T* w, const T* bias, const T* residual, int64_t N,
+                               int64_t C, int64_t OC, cudaStream_t s);
+
+  // dinp[N, C] = dout W (then multiplied by GELU'(gelu_pre) when gelu_pre,
+  // the [N, C] pre-activation of inp, is given); dw[OC, C] += dout^T inp;
+  // dbias[OC] += column sums of dout. dinp, dw or dbias may be null.
+  template <typename T>
+  void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int64_t N, int64_t C,
+                       int64_t OC, cudaStream_t s, const T* gelu_pre = nullptr);
+
+  // Tests: turn the fused epilogues off to check the fallback path.
+  void set_fusion(bool on) { fusion_ = on; }
+  // How many GEMMs took the fused-GELU epilogue / the fallback so far.
+  int64_t fused_gelu_calls() const { return fused_calls_; }
+  int64_t unfused_gelu_calls() const { return unfused_calls_; }
+  size_t cached_plans() const { return plans_.size(); }
+
+  struct Plan;  // cached descriptors + algorithm (matmul.cu)
+
+ private:
+  // Column-major D[m, n] = op(A) op(B) + beta Cm (Cm: same layout as D,
+  // may be D itself) with an epilogue. Returns false (nothing launched) when
+  // a GELU epilogue has no algorithm; throws for the plain ones.
+  template <typename T>
+  bool gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
+            int64_t ldb, const T* Cm, T* D, int64_t ldd, float beta, const T* bias, int epilogue, const T* aux,
+            int64_t aux_ld, cudaStream_t s);
+  template <typename T>
+  void bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s);
+
+  DeviceAllocator* alloc_;
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer<char> workspace_;
+  DeviceBuffer<float> bias_scratch_;
+  std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>> plans_;
+  bool fusion_ = true;
+  int64_t fused_calls_ = 0, unfused_calls_ = 0;
+};
+
+}  // namespace gpt::cuda

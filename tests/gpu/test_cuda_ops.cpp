@@ -1,0 +1,274 @@
+// Each CUDA op against its CPU reference (model/cpu/) on random inputs, in
+// fp32 and bf16: normalised error within tolerance<T>() (gpu_test_util.hpp),
+// no NaN/Inf, nothing written outside the outputs.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "core/cuda/device_memory.hpp"
+#include "gpu_test_util.hpp"
+#include "model/adamw.hpp"
+#include "model/cpu/attention.hpp"
+#include "model/cpu/classifier.hpp"
+#include "model/cpu/embedding.hpp"
+#include "model/cpu/gelu.hpp"
+#include "model/cpu/layernorm.hpp"
+#include "model/cpu/matmul.hpp"
+#include "model/cuda/adamw.hpp"
+#include "model/cuda/attention.hpp"
+#include "model/cuda/classifier.hpp"
+#include "model/cuda/elementwise.hpp"
+#include "model/cuda/embedding.hpp"
+#include "model/cuda/gelu.hpp"
+#include "model/cuda/layernorm.hpp"
+#include "model/cuda/matmul.hpp"
+#include "model/layout.hpp"
+
+namespace gpt::cuda::test {
+namespace {
+
+template <typename T>
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override { GPT_REQUIRE_GPU(); }
+  std::vector<float> in(size_t n, float std, uint64_t seed) { return rounded<T>(randn(n, std, seed)); }
+  static void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    EXPECT_LE(rel_error(got, want), tolerance<T>()) << what;
+  }
+};
+using Types = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(CudaOps, Types);
+
+TYPED_TEST(CudaOps, LinearForwardBiasGeluResidual) {
+  using T = TypeParam;
+  const int64_t N = 70, C = 96, OC = 136;  // not multiples of the GEMM tiles
+  auto x = this->in(N * C, 1.f, 1), w = this->in(OC * C, 0.1f, 2), b = this->in(OC, 0.1f, 3), r = this->in(N * OC, 1.f, 4);
+  std::vector<float> ref(N * OC), ref_gelu(N * OC), ref_res(N * OC);
+  cpu::linear_forward(ref.data(), x.data(), w.data(), b.data(), N, C, OC);
+  cpu::gelu_forward(ref_gelu.data(), ref.data(), N * OC);
+  for (int64_t i = 0; i < N * OC; ++i) ref_res[i] = ref[i] + r[i];
+  MemoryTracker tracker;
+  DeviceAllocator alloc(&tracker);
+  Matmul mm(&alloc);
+  Dev<T> dx(x), dw(w), db(b), dr(r);
+  for (bool fused : {true, false}) {
+    mm.set_fusion(fused);
+    Dev<T> out(N * OC), gelu(N * OC), res(N * OC);
+    mm.linear_forward(out.data(), dx.data(), dw.data(), db.data(), N, C, OC, nullptr, gelu.data());
+    mm.linear_residual_forward(res.data(), dx.data(), dw.data(), db.data(), dr.data(), N, C, OC, nullptr);
+    this->expect_close(out.download(), ref, fused ? "pre-activation (fused)" : "pre-activation");
+    this->expect_close(gelu.download(), ref_gelu, fused ? "gelu (fused)" : "gelu");
+    this->expect_close(res.download(), ref_res, "residual");
+    out.check_guards();
+    gelu.check_guards();
+    res.check_guards();
+  }
+  EXPECT_GT(mm.unfused_gelu_calls(), 0);
+}
+
+TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
+  using T = TypeParam;
+  const int64_t N = 66, C = 64, OC = 160;
+  auto x = this->in(N * C, 1.f, 5), w = this->in(OC * C, 0.1f, 6), dy = this->in(N * OC, 1.f, 7);
+  auto pre = this->in(N * C, 1.f, 8), dw0 = this->in(OC * C, 0.1f, 9), db0 = this->in(OC, 0.1f, 10);
+  std::vector<float> dx_ref(N * C), dw_ref = dw0, db_ref = db0;
+  cpu::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  std::vector<float> dx_gelu_ref(N * C);
+  cpu::gelu_backward(dx_gelu_ref.data(), pre.data(), dx_ref.data(), N * C);
+  MemoryTracker tracker;
+  DeviceAllocator alloc(&tracker);
+  Matmul mm(&alloc);
+  Dev<T> dx_(x), dw_(w), ddy(dy), dpre(pre);
+  for (bool fused : {true, false}) {
+    mm.set_fusion(fused);
+    Dev<T> dx(N * C), dxg(N * C), dw(dw0), db(db0);
+    mm.linear_backward(dx.data(), dw.data(), db.data(), ddy.data(), dx_.data(), dw_.data(), N, C, OC, nullptr);
+    mm.linear_backward(dxg.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr), ddy.data(), dx_.data(),
+                       dw_.data(), N, C, OC, nullptr, dpre.data());
+    this->expect_close(dx.download(), dx_ref, "dinp");
+    this->expect_close(dxg.download(), dx_gelu_ref, fused ? "dinp * gelu' (fused)" : "dinp * gelu'");
+    this->expect_close(dw.download(), dw_ref, "dw accumulated");
+    this->expect_close(db.download(), db_ref, "dbias accumulated");
+    dx.check_guards();
+    dxg.check_guards();
+    dw.check_guards();
+    db.check_guards();
+  }
+}
+
+TYPED_TEST(CudaOps, LayerNormForwardBackward) {
+  using T = TypeParam;
+  const int64_t N = 37, C = 200;
+  auto x = this->in(N * C, 2.f, 11), w = this->in(C, 1.f, 12), b = this->in(C, 0.5f, 13), dy = this->in(N * C, 1.f, 14);
+  for (int64_t i = 0; i < N * C; ++i) x[i] += 3.f;  // a large mean: the two-pass variance must hold up
+  x = rounded<T>(x);
+  auto dx0 = this->in(N * C, 1.f, 15), dw0 = this->in(C, 1.f, 16), db0 = this->in(C, 1.f, 17);
+  std::vector<float> out(N * C), mean(N), rstd(N), dx = dx0, dw = dw0, db = db0;
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  Dev<T> gx(x), gw(w), gb(b), gdy(dy), gout(N * C), gdx(dx0), gdw(dw0), gdb(db0);
+  Dev<float> gmean(N), grstd(N), scratch(size_t(layernorm_backward_scratch(C)));
+  layernorm_forward(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C, nullptr);
+  layernorm_backward(gdx.data(), gdw.data(), gdb.data(), scratch.data(), gdy.data(), gx.data(), gw.data(),
+                     gmean.data(), grstd.data(), N, C, nullptr);
+  this->expect_close(gout.download(), out, "out");
+  EXPECT_LE(rel_error(gmean.download(), mean), 1e-5);
+  EXPECT_LE(rel_error(grstd.download(), rstd), 1e-5);
+  this->expect_close(gdx.download(), dx, "dinp accumulated");
+  this->expect_close(gdw.download(), dw, "dw");
+  this->expect_close(gdb.download(), db, "db");
+  gout.check_guards();
+  gdx.check_guards();
+  gdw.check_guards();
+}
+
+TYPED_TEST(CudaOps, AttentionForwardBackward) {
+  using T = TypeParam;
+  for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
+    const int64_t B = 2, Tn = 75, C = 128;  // T not a multiple of the 32-row tiles
+    auto qkv = this->in(B * Tn * 3 * C, 1.f, 20 + NH), dy = this->in(B * Tn * C, 1.f, 30 + NH);
+    std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(B * Tn * 3 * C);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), {B, Tn, C, NH});
+    const int kThreads = 256;  // at least OpenMP's thread count (the CPU op checks)
+    std::vector<float> scratch(cpu::attention_scratch_per_thread(Tn) * kThreads);
+    cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), scratch.data(), kThreads,
+                            {B, Tn, C, NH});
+    Dev<T> gqkv(qkv), gdy(dy), gout(B * Tn * C), gdqkv(B * Tn * 3 * C);
+    Dev<float> lse(B * NH * Tn), sc(size_t(attention_backward_scratch({B, Tn, C, NH})));
+    attention_forward(gout.data(), lse.data(), gqkv.data(), {B, Tn, C, NH}, nullptr);
+    attention_backward(gdqkv.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(), {B, Tn, C, NH},
+                       nullptr);
+    this->expect_close(gout.download(), out, "attention out");
+    this->expect_close(gdqkv.download(), dqkv, "attention dqkv");
+    gout.check_guards();
+    gdqkv.check_guards();
+    lse.check_guards();
+  }
+}
+
+TYPED_TEST(CudaOps, GeluForwardBackward) {
+  using T = TypeParam;
+  const int64_t n = 10007;
+  auto x = this->in(n, 2.f, 40), dy = this->in(n, 1.f, 41);
+  std::vector<float> y(n), dx(n);
+  cpu::gelu_forward(y.data(), x.data(), n);
+  cpu::gelu_backward(dx.data(), x.data(), dy.data(), n);
+  Dev<T> gx(x), gy(n), gdy(dy);
+  gelu_forward(gy.data(), gx.data(), n, nullptr);
+  gelu_backward(gdy.data(), gx.data(), gdy.data(), n, nullptr);  // in place
+  this->expect_close(gy.download(), y, "gelu");
+  this->expect_close(gdy.download(), dx, "gelu backward in place");
+  gy.check_guards();
+}
+
+TYPED_TEST(CudaOps, EmbeddingForwardBackwardDeterministic) {
+  using T = TypeParam;
+  const int64_t B = 3, Tn = 40, C = 48, V = 50;
+  std::vector<int32_t> tok(B * Tn);
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7919) % 13);  // many repeats
+  auto wte = this->in(V * C, 1.f, 50), wpe = this->in(Tn * C, 1.f, 51), dy = this->in(B * Tn * C, 1.f, 52);
+  std::vector<float> out(B * Tn * C), dwte(V * C, 0.f), dwpe(Tn * C, 0.f);
+  cpu::embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, Tn, C);
+  cpu::embedding_backward(dwte.data(), dwpe.data(), dy.data(), tok.data(), B, Tn, C);
+  TokenGroups groups;
+  groups.build(tok.data(), B * Tn);
+  int32_t *dtok, *dgroups;
+  GPT_CUDA_OK(cudaMalloc(&dtok, tok.size() * 4));
+  GPT_CUDA_OK(cudaMalloc(&dgroups, groups.packed.size() * 4));
+  GPT_CUDA_OK(cudaMemcpy(dtok, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+  GPT_CUDA_OK(cudaMemcpy(dgroups, groups.packed.data(), groups.packed.size() * 4, cudaMemcpyHostToDevice));
+  EXPECT_EQ(groups.num_groups, 13);
+  Dev<T> gwte(wte), gwpe(wpe), gout(B * Tn * C), gdy(dy);
+  embedding_forward(gout.data(), dtok, gwte.data(), gwpe.data(), B, Tn, C, nullptr);
+  this->expect_close(gout.download(), out, "embedding");
+  std::vector<float> first;
+  for (int rep = 0; rep < 2; ++rep) {
+    Dev<T> gdwte(V * C), gdwpe(Tn * C);
+    gdwte.upload(std::vector<float>(V * C, 0.f));
+    gdwpe.upload(std::vector<float>(Tn * C, 0.f));
+    embedding_backward(gdwte.data(), gdwpe.data(), gdy.data(), dgroups, groups.num_groups, B, Tn, C, nullptr);
+    auto got = gdwte.download();
+    this->expect_close(got, dwte, "dwte");
+    this->expect_close(gdwpe.download(), dwpe, "dwpe");
+    if (rep == 0) first = got;
+    else EXPECT_EQ(got, first) << "embedding backward must be bitwise deterministic";
+    gdwte.check_guards();
+  }
+  cudaFree(dtok);
+  cudaFree(dgroups);
+}
+
+TYPED_TEST(CudaOps, ClassifierFusedCrossEntropy) {
+  using T = TypeParam;
+  const int64_t N = 45, C = 64, V = 300, Vp = 320;
+  auto x = this->in(N * C, 1.f, 60), wte = this->in(Vp * C, 0.3f, 61), dwte0 = this->in(Vp * C, 0.01f, 62);
+  for (int64_t i = V * C; i < Vp * C; ++i) wte[i] = 0.f;  // padded rows
+  std::vector<int32_t> tgt(N);
+  for (int64_t i = 0; i < N; ++i) tgt[i] = int32_t((i * 37) % V);
+  std::vector<float> losses(N), logits(16 * Vp), dx(N * C), dwte = dwte0;
+  cpu::ClassifierArgs<float> a;
+  a.inp = x.data(); a.wte = wte.data(); a.targets = tgt.data(); a.losses = losses.data();
+  a.logits = logits.data(); a.chunk_rows = 16; a.dinp = dx.data(); a.dwte = dwte.data(); a.loss_scale = 1.f / N;
+  cpu::classifier_forward_backward(a, {N, C, V, Vp});
+
+  MemoryTracker tracker;
+  DeviceAllocator alloc(&tracker);
+  Matmul mm(&alloc);
+  int32_t* dtgt;
+  GPT_CUDA_OK(cudaMalloc(&dtgt, N * 4));
+  GPT_CUDA_OK(cudaMemcpy(dtgt, tgt.data(), N * 4, cudaMemcpyHostToDevice));
+  Dev<T> gx(x), gwte(wte), glogits(16 * Vp), gdx(N * C), gdwte(dwte0);
+  Dev<float> glosses(N);
+  ClassifierArgs<T> g;
+  g.inp = gx.data(); g.wte = gwte.data(); g.targets = dtgt; g.losses = glosses.data();
+  g.logits = glogits.data(); g.chunk_rows = 16; g.dinp = gdx.data(); g.dwte = gdwte.data(); g.loss_scale = 1.f / N;
+  classifier_forward_backward(mm, g, {N, C, V, Vp}, nullptr);
+  // Losses are fp32 on the device, from logits stored in T.
+  EXPECT_LE(rel_error(glosses.download(), losses), (std::is_same_v<T, float> ? 1e-5 : 1e-2));
+  this->expect_close(gdx.download(), dx, "dinp");
+  this->expect_close(gdwte.download(), dwte, "dwte accumulated");
+  auto padded = gdwte.download();
+  for (int64_t i = V * C; i < Vp * C; ++i) ASSERT_EQ(padded[i], dwte0[i]) << "padded rows of wte got gradient";
+  glosses.check_guards();
+  gdx.check_guards();
+  gdwte.check_guards();
+  cudaFree(dtgt);
+}
+
+TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
+  using T = TypeParam;  // gradient and compute-copy type
+  GPTConfig cfg{2, 2, 32, 16, 64};
+  ParamLayout layout(cfg);
+  const UnitSpec& unit = layout.unit(layout.block_unit(0));
+  const int64_t begin = 100, end = unit.numel - 50;  // a shard that cuts tensors
+  const int64_t n = end - begin;
+  auto p = randn(n, 0.1f, 70), g = this->in(n, 0.01f, 71), m = randn(n, 0.001f, 72), v = randn(n, 0.001f, 73);
+  for (float& x : v) x = x * x;
+  std::vector<float> pr = p, mr = m, vr = v;
+  AdamWHyper h;
+  AdamWStep s{3e-3f, 7, 0.5f};
+  gpt::adamw_update(unit, begin, end, pr.data(), g.data(), mr.data(), vr.data(), h, s);
+  Dev<float> gp(p), gm(m), gv(v);
+  Dev<T> gg(g), copy(n);
+  adamw_update<T, T>(unit, begin, end, gp.data(), std::is_same_v<T, float> ? nullptr : copy.data(), gg.data(),
+                     gm.data(), gv.data(), h, s, nullptr);
+  EXPECT_LE(rel_error(gp.download(), pr), 1e-6) << "fp32 master";
+  EXPECT_LE(rel_error(gm.download(), mr), 1e-6);
+  EXPECT_LE(rel_error(gv.download(), vr), 1e-6);
+  if (std::is_same_v<T, bf16>) this->expect_close(copy.download(), pr, "bf16 compute copy");
+  gp.check_guards();
+  copy.check_guards();
+
+  const double want = gpt::sum_squares(g.data(), n);
+  Dev<double> acc(1);
+  Dev<double> scratch{size_t(sum_squares_scratch())};
+  GPT_CUDA_OK(cudaMemset(acc.data(), 0, sizeof(double)));
+  sum_squares(gg.data(), n, acc.data(), scratch.data(), nullptr);
+  double got = 0;
+  GPT_CUDA_OK(cudaMemcpy(&got, acc.data(), sizeof got, cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, want, 1e-9 * want);
+}
+
+}  // namespace
+}  // namespace gpt::cuda::test
