@@ -1,0 +1,145 @@
+// Single-GPU training throughput of the CUDA backend: the full step
+// (forward, fused LM head + cross-entropy, backward, global norm, clipping,
+// AdamW with fp32 master weights) of a GPT-2 shape on random tokens, timed
+// with CUDA events after warm-up. Prints a table row and one JSON line:
+// tokens/s, MFU (model FLOPs / the device's dense bf16 or fp32 peak, see
+// model/flops.hpp), step time and device memory by category.
+//
+//   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
+//                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/bytes.hpp"
+#include "core/cuda/device_memory.hpp"
+#include "core/cuda/device_query.hpp"
+#include "model/config.hpp"
+#include "model/cuda/check.hpp"
+#include "model/cuda/device_state.hpp"
+#include "model/cuda/gpt_cuda.hpp"
+#include "model/flops.hpp"
+#include "model/init.hpp"
+#include "model/layout.hpp"
+
+namespace {
+
+using namespace gpt;
+
+struct Args {
+  std::string model = "gpt2-124m", precision = "bf16";
+  int batch = 16, seq = 1024, steps = 20, warmup = 5;
+  bool recompute = false;
+};
+
+template <typename T>
+nlohmann::json run(const Args& a) {
+  GPTConfig cfg = preset(a.model);
+  ParamLayout layout(cfg);
+  MemoryTracker tracker;
+  cuda::DeviceAllocator alloc(&tracker);
+  cudaStream_t stream;
+  GPT_CUDA_OK(cudaStreamCreate(&stream));
+  std::vector<std::vector<float>> host(layout.num_units());
+  std::vector<const float*> ptrs;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    host[u].resize(size_t(layout.unit(u).numel));
+    init_unit(layout.unit(u), 1234, host[u].data());
+    ptrs.push_back(host[u].data());
+  }
+  cuda::Matmul mm(&alloc);
+  cuda::DeviceReplicatedState<T> st(layout, ptrs, &alloc, stream);
+  GPTOptions opt;
+  opt.max_batch = a.batch;
+  opt.max_seq = a.seq;
+  opt.activation_checkpointing = a.recompute;
+  cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
+  host.clear();
+
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+  std::vector<int32_t> tokens(size_t(a.batch) * a.seq + 1);
+  for (auto& t : tokens) t = tok(rng);
+  const float scale = 1.f / float(int64_t(a.batch) * a.seq);
+  const AdamWHyper h;
+  cudaEvent_t t0, t1;
+  GPT_CUDA_OK(cudaEventCreate(&t0));
+  GPT_CUDA_OK(cudaEventCreate(&t1));
+  double loss = 0;
+  const auto& P = st.params();
+  const auto& G = st.grads();
+  const int L = cfg.n_layer;
+  for (int s = 0; s < a.warmup + a.steps; ++s) {
+    if (s == a.warmup) {
+      tracker.reset_peak();
+      GPT_CUDA_OK(cudaEventRecord(t0, stream));
+    }
+    st.zero_grads();
+    m.set_batch(tokens.data(), tokens.data() + 1);
+    m.forward_embedding(P[layout.embedding_unit()]);
+    for (int l = 0; l < L; ++l) m.forward_block(l, P[layout.block_unit(l)]);
+    m.forward_head(P[layout.final_unit()], P[layout.embedding_unit()], G[layout.embedding_unit()], scale);
+    m.backward_final(P[layout.final_unit()], G[layout.final_unit()]);
+    for (int l = L - 1; l >= 0; --l) m.backward_block(l, P[layout.block_unit(l)], G[layout.block_unit(l)]);
+    m.backward_embedding(G[layout.embedding_unit()]);
+    const double norm = st.grad_norm();  // one host sync per step, as in training (the clip scale)
+    st.step(h, {3e-4f, s + 1, clip_scale(norm, 1.f)});
+    loss = m.take_loss();
+  }
+  GPT_CUDA_OK(cudaEventRecord(t1, stream));
+  GPT_CUDA_OK(cudaEventSynchronize(t1));
+  float ms = 0;
+  GPT_CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+  const double step_s = ms / 1e3 / a.steps;
+  const double tok_s = double(a.batch) * a.seq / step_s;
+  const std::string dev = cuda::device_name(0);
+  const bool bf16 = a.precision == "bf16";
+  const double peak = gpu_peak_flops(dev, bf16);
+  const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
+  nlohmann::json j = {{"impl", "ours"}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+                      {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"recompute", a.recompute},
+                      {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
+                      {"mem_peak_bytes", tracker.peak()}, {"mem_reserved_bytes", alloc.reserved()},
+                      {"mem_params_bytes", tracker.bytes(MemCategory::kParams)},
+                      {"mem_grads_bytes", tracker.bytes(MemCategory::kGrads)},
+                      {"mem_optim_bytes", tracker.bytes(MemCategory::kOptim)},
+                      {"mem_activations_bytes", tracker.bytes(MemCategory::kActivations)},
+                      {"cudamalloc_calls", alloc.malloc_calls()}};
+  std::printf("# %-12s %-5s B=%-3d T=%-5d %10.0f tok/s  %7.2f ms/step  MFU %5.1f%%  peak %s  (%s)\n",
+              a.model.c_str(), a.precision.c_str(), a.batch, a.seq, tok_s, step_s * 1e3, 100 * mfu,
+              format_bytes(double(tracker.peak())).c_str(), dev.c_str());
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaStreamDestroy(stream);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Single-GPU training throughput of the CUDA backend"};
+  app.add_option("--model", a.model, "model preset");
+  app.add_option("--batch", a.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
+  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--steps", a.steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_flag("--recompute", a.recompute, "activation checkpointing");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "error: no CUDA device on this machine\n");
+      return 2;
+    }
+    const auto j = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
+    std::printf("%s\n", j.dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
