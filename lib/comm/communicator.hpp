@@ -91,6 +91,11 @@ class Communicator {
   void broadcast(void* buf, size_t count, DType t, int root);
   void barrier();
 
+  // GPU communicators: the stream whose work a collective's input waits
+  // for and whose later work waits for its result (a cudaStream_t; the host
+  // communicators ignore it).
+  virtual void set_compute_stream(void* /*stream*/) {}
+
   CommStats& stats() { return stats_; }
   // Names this communicator's lane in traces ("shard", "replicate", ...);
   // until then its collectives are not traced.

@@ -13,7 +13,9 @@
 
 namespace gpt {
 
-enum class CommBackend { kMpi, kNccl };
+// kMpiStaged: MPI on device buffers staged through host memory
+// (comm/staged_communicator.hpp): --device cuda with --comm mpi.
+enum class CommBackend { kMpi, kNccl, kMpiStaged };
 CommBackend parse_comm_backend(const std::string& s);  // "mpi" | "nccl"; ConfigError otherwise
 
 struct MeshShape {

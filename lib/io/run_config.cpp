@@ -17,6 +17,7 @@ namespace {
 // Model overrides are applied after the preset, in this order.
 struct Pending {
   std::optional<int> n_layer, n_head, n_embd, n_ctx, vocab_size;
+  std::optional<Precision> precision;
 };
 
 template <typename T>
@@ -92,12 +93,14 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"}); }},
       {"bucket-mb", "ddp: gradient all-reduce bucket size in MiB", false,
        [](C& c, P&, S v) { c.bucket_mb = parse_float("bucket-mb", v, 0, 1e6); }},
-      {"device", "cpu (the CUDA backend is not in this build yet)", false,
-       [](C& c, P&, S v) { one_of("device", v, {"cpu"}, " (the CUDA backend is not in this build yet)"); c.device = DeviceKind::kCpu; }},
-      {"precision", "fp32 (bf16 comes with the CUDA backend)", false,
-       [](C& c, P&, S v) { one_of("precision", v, {"fp32"}, " (bf16 needs --device cuda)"); c.precision = Precision::kFp32; }},
-      {"comm", "collective backend: mpi (nccl needs --device cuda)", false,
-       [](C& c, P&, S v) { c.comm = one_of("comm", v, {"mpi"}, " (nccl needs --device cuda, not in this build yet)"); }},
+      {"device", "cpu | cuda (one GPU per rank: local rank modulo the visible GPUs)", false,
+       [](C& c, P&, S v) { c.device = one_of("device", v, {"cpu", "cuda"}) == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu; }},
+      {"precision", "bf16 (mixed: bf16 compute, fp32 master weights; cuda only) | fp32 (default: bf16 on cuda, fp32 on cpu)",
+       false, [](C&, P& p, S v) { p.precision = one_of("precision", v, {"bf16", "fp32"}) == "bf16" ? Precision::kBf16 : Precision::kFp32; }},
+      {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
+       [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
+      {"comm", "collective backend: mpi | nccl (cuda only). On cuda, mpi stages device buffers through host memory", false,
+       [](C& c, P&, S v) { c.comm = one_of("comm", v, {"mpi", "nccl"}); }},
       {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
        [](C& c, P&, S v) { c.mesh = v; }},
       {"threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", false,
@@ -236,6 +239,14 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   if (pending.n_ctx) cfg.gpt.seq_len = *pending.n_ctx;
   if (pending.vocab_size) cfg.gpt.vocab_size = *pending.vocab_size;
   cfg.gpt.validate();
+  const bool cuda = cfg.device == DeviceKind::kCuda;
+  cfg.precision = pending.precision.value_or(cuda ? Precision::kBf16 : Precision::kFp32);
+  if (!cuda && cfg.precision == Precision::kBf16)
+    throw ConfigError("invalid precision = 'bf16': needs --device cuda (the CPU path is fp32)");
+  if (!cuda && cfg.reduce_dtype != "fp32")
+    throw ConfigError(fmt::format("invalid reduce-dtype = '{}': needs --device cuda (the CPU path is fp32)",
+                                  cfg.reduce_dtype));
+  if (!cuda && cfg.comm == "nccl") throw ConfigError("invalid comm = 'nccl': needs --device cuda");
 
   if (cfg.seq_len == 0) cfg.seq_len = cfg.gpt.seq_len;
   if (cfg.seq_len > cfg.gpt.seq_len)
@@ -271,8 +282,9 @@ nlohmann::json RunConfig::to_json() const {
       {"hybrid_inner", hybrid_inner},
       {"device_mem", device_mem},
       {"bucket_mb", bucket_mb},
-      {"device", "cpu"},
-      {"precision", "fp32"},
+      {"device", device == DeviceKind::kCuda ? "cuda" : "cpu"},
+      {"precision", precision == Precision::kBf16 ? "bf16" : "fp32"},
+      {"reduce_dtype", reduce_dtype},
       {"comm", comm},
       {"mesh", mesh},
       {"threads", threads},

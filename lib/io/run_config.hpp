@@ -18,8 +18,8 @@
 
 namespace gpt {
 
-enum class DeviceKind { kCpu };
-enum class Precision { kFp32 };
+enum class DeviceKind { kCpu, kCuda };
+enum class Precision { kFp32, kBf16 };
 
 struct RunConfig {
   // model
@@ -34,7 +34,8 @@ struct RunConfig {
   DeviceKind device = DeviceKind::kCpu;
   std::string comm = "mpi";  // collective backend
   std::string mesh;          // "RxS"; empty: nodes x ranks per node
-  Precision precision = Precision::kFp32;
+  Precision precision = Precision::kFp32;  // default: bf16 on cuda, fp32 on cpu
+  std::string reduce_dtype = "fp32";       // gradient reduction: fp32 | bf16 (cuda)
   int threads = 0;  // 0 = OpenMP default
   // data
   std::string data, val_data;

@@ -17,9 +17,17 @@
 // communicate once per step (like no_sync). zero2/zero3 reduce-scatter every
 // micro-batch into the sharded accumulator instead: keeping full gradients
 // across micro-batches would cost the 4Ψ bytes those strategies exist to save.
+//
+// Precision and memory (strategies/arena.hpp): the same engine runs on the
+// host (fp32: the parameters are their own master weights) and on a GPU,
+// where with bf16 parameters each rank also keeps the fp32 master weights of
+// the piece it updates (next to m and v, sharded like them), gathers and
+// computes in bf16, widens gradients to the reduce dtype before each
+// collective, and accumulates sharded gradients in fp32.
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/shard.hpp"
@@ -60,7 +68,15 @@ namespace {
 class DataParallel final : public Strategy {
  public:
   DataParallel(const StrategyOptions& opt, const ParamLayout& layout, DeviceMesh2D& mesh, MemoryTracker* tracker)
-      : opt_(opt), layout_(layout), tracker_(tracker) {
+      : opt_(opt), layout_(layout) {
+    if (!opt_.arena) {
+      own_arena_ = make_host_arena(tracker);
+      opt_.arena = own_arena_.get();
+    }
+    A_ = opt_.arena;
+    pt_ = opt.param_dtype;
+    rt_ = opt.reduce_dtype;
+    mixed_ = pt_ != DType::kF32;
     const bool hybrid = opt.kind == StrategyKind::kHybrid;
     if (opt.kind == StrategyKind::kDdp) {
       rep_ = &mesh.world();
@@ -82,21 +98,32 @@ class DataParallel final : public Strategy {
     for (const UnitSpec& spec : layout.units()) {
       Unit u;
       u.sh = shard_range(spec.numel, S_, srank_);
+      // Initial values of this rank's piece (the full unit when it is
+      // replicated), computed on the host: the full model never exists on a
+      // rank that shards it.
+      const int64_t lo = params_sharded_ ? u.sh.begin : 0;
+      const int64_t n = params_sharded_ ? u.sh.shard_numel : u.sh.padded_numel;
+      std::vector<float> init(size_t(n), 0.f);
+      init_unit_range(spec, opt.seed, lo, params_sharded_ ? u.sh.valid_end : spec.numel, init.data());
       if (params_sharded_) {
-        // Each rank materialises only its shard: the full model never exists.
-        u.param_shard = Buffer<float>(u.sh.shard_numel, MemCategory::kParams, tracker);
-        init_unit_range(spec, opt.seed, u.sh.begin, u.sh.valid_end, u.param_shard.data());
+        u.param_shard = Block(A_, u.sh.shard_numel, pt_, MemCategory::kParams);
+        A_->upload(u.param_shard.data(), pt_, init.data(), n);
       } else {
-        u.full_param = Buffer<float>(u.sh.padded_numel, MemCategory::kParams, tracker);
-        init_unit(spec, opt.seed, u.full_param.data());
+        u.full_param = Block(A_, u.sh.padded_numel, pt_, MemCategory::kParams);
+        A_->upload(u.full_param.data(), pt_, init.data(), n);
+      }
+      if (mixed_) {  // fp32 master of the owned piece: optimizer state, as in ZeRO's accounting
+        u.master = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
+        A_->upload(u.master.data(), DType::kF32, init.data() + (params_sharded_ ? 0 : u.sh.begin),
+                   u.sh.shard_numel);
       }
       if (grads_sharded_) {
-        u.grad_shard = Buffer<float>(u.sh.shard_numel, MemCategory::kGrads, tracker);
+        u.grad_shard = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kGrads);
       } else {
-        u.full_grad = Buffer<float>(u.sh.padded_numel, MemCategory::kGrads, tracker);
+        u.full_grad = Block(A_, u.sh.padded_numel, pt_, MemCategory::kGrads);
       }
-      u.m = Buffer<float>(u.sh.shard_numel, MemCategory::kOptim, tracker);
-      u.v = Buffer<float>(u.sh.shard_numel, MemCategory::kOptim, tracker);
+      u.m = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
+      u.v = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       units_.push_back(std::move(u));
     }
   }
@@ -108,12 +135,11 @@ class DataParallel final : public Strategy {
   void prefetch(size_t i) override {
     Unit& u = units_[i];
     if (!params_sharded_ || u.held || u.gather) return;
-    u.full_param = take(u.sh.padded_numel, /*zeroed=*/false);  // the gather writes every element
-    u.gather = shard_->all_gather_async(u.param_shard.data(), u.full_param.data(), size_t(u.sh.shard_numel),
-                                        DType::kF32);
+    u.full_param = take(u.sh.padded_numel, pt_, /*zeroed=*/false);  // the gather writes every element
+    u.gather = shard_->all_gather_async(u.param_shard.data(), u.full_param.data(), size_t(u.sh.shard_numel), pt_);
   }
 
-  const float* params(size_t i) override {
+  const void* params(size_t i) override {
     Unit& u = units_[i];
     if (params_sharded_ && !u.held) {
       prefetch(i);
@@ -131,7 +157,7 @@ class DataParallel final : public Strategy {
     u.held = false;
   }
 
-  float* grads(size_t i) override {
+  void* grads(size_t i) override {
     Unit& u = units_[i];
     // A reduce-scatter of this unit's previous micro-batch may still be in
     // flight on its full gradient (the embedding's is issued last and needed
@@ -140,7 +166,7 @@ class DataParallel final : public Strategy {
       drain(i);
       pending_.erase(it);
     }
-    if (grads_sharded_ && u.full_grad.size() == 0) u.full_grad = take(u.sh.padded_numel, /*zeroed=*/true);
+    if (grads_sharded_ && u.full_grad.size() == 0) u.full_grad = take(u.sh.padded_numel, pt_, /*zeroed=*/true);
     return u.full_grad.data();
   }
 
@@ -148,8 +174,9 @@ class DataParallel final : public Strategy {
     Unit& u = units_[i];
     if (grads_sharded_) {
       // In place: this rank's reduced piece lands at its own offset.
-      u.reduce = shard_->reduce_scatter_async(u.full_grad.data(), u.full_grad.data() + u.sh.begin,
-                                              size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
+      Block& buf = reduce_buffer(u);
+      u.reduce = shard_->reduce_scatter_async(buf.data(), buf.at(u.sh.begin), size_t(u.sh.shard_numel), rt_,
+                                              ReduceOp::kSum);
       u.reduce_is_last = last_;
       pending_.push_back(i);
       // Bound the transient full gradients: finish those already reduced,
@@ -162,7 +189,7 @@ class DataParallel final : public Strategy {
       // ddp: bucket units in backward order; a full bucket is all-reduced
       // at once, asynchronously, while the rest of backward runs.
       bucket_.push_back(i);
-      bucket_bytes_ += double(u.sh.padded_numel) * 4;
+      bucket_bytes_ += double(u.sh.padded_numel) * double(dtype_size(rt_));
       if (bucket_bytes_ >= opt_.bucket_mb * (1 << 20)) flush_bucket();
     }
   }
@@ -175,20 +202,30 @@ class DataParallel final : public Strategy {
       pending_.pop_front();
     }
     if (zero1_) {
-      for (Unit& u : units_)
-        u.reduce = shard_->reduce_scatter_async(u.full_grad.data(), u.full_grad.data() + u.sh.begin,
-                                                size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
+      for (Unit& u : units_) {
+        Block& buf = reduce_buffer(u);
+        u.reduce = shard_->reduce_scatter_async(buf.data(), buf.at(u.sh.begin), size_t(u.sh.shard_numel), rt_,
+                                                ReduceOp::kSum);
+      }
       for (Unit& u : units_) wait(u.reduce);
     }
     for (Unit& u : units_) wait(u.replicate);  // hybrid: issued by drain() during backward
   }
 
   double grad_norm() override {
-    double local = 0;
-    for (Unit& u : units_) local += sum_squares(grad_shard_ptr(u), u.sh.valid());
+    A_->begin_norm();
+    for (Unit& u : units_) {
+      auto [g, t] = reduced_grad(u);
+      A_->add_squares(g, t, u.sh.valid());
+    }
+    double local = A_->end_norm();
     if (shard_) {  // each element is owned by exactly one rank of the shard group; replicas are not added
+      // Through the arena: a GPU communicator reduces device memory.
+      if (!norm_buf_.size()) norm_buf_ = Block(A_, 1, DType::kF32, MemCategory::kScratch);
       float x = static_cast<float>(local);
-      shard_->all_reduce(&x, &x, 1, DType::kF32, ReduceOp::kSum);
+      A_->upload(norm_buf_.data(), DType::kF32, &x, 1);
+      shard_->all_reduce(norm_buf_.data(), norm_buf_.data(), 1, DType::kF32, ReduceOp::kSum);
+      A_->download(&x, norm_buf_.data(), DType::kF32, 1);
       local = x;
     }
     return std::sqrt(local);
@@ -197,11 +234,17 @@ class DataParallel final : public Strategy {
   void step(const AdamWHyper& h, const AdamWStep& s) override {
     for (size_t i = 0; i < units_.size(); ++i) {
       Unit& u = units_[i];
-      float* p = params_sharded_ ? u.param_shard.data() : u.full_param.data() + u.sh.begin;
-      adamw_update(layout_.unit(i), u.sh.begin, u.sh.valid_end, p, grad_shard_ptr(u), u.m.data(), u.v.data(), h, s);
+      void* piece = params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin);
+      float* master = mixed_ ? u.master.f32() : static_cast<float*>(piece);
+      auto [g, gt] = reduced_grad(u);
+      A_->adamw(layout_.unit(i), u.sh.begin, u.sh.valid_end, master, mixed_ ? piece : nullptr, pt_, g, gt,
+                u.m.f32(), u.v.f32(), h, s);
     }
     gather_replicated_params();
-    for (Unit& u : units_) (grads_sharded_ ? u.grad_shard : u.full_grad).fill(0.f);
+    for (Unit& u : units_) {
+      (grads_sharded_ ? u.grad_shard : u.full_grad).zero();
+      give(u.red);
+    }
   }
 
   UnitSlice owned(size_t i) override {
@@ -209,46 +252,86 @@ class DataParallel final : public Strategy {
     UnitSlice s;
     s.begin = u.sh.begin;
     s.end = u.sh.valid_end;
-    s.state[0] = params_sharded_ ? u.param_shard.data() : u.full_param.data() + u.sh.begin;
-    s.state[1] = u.m.data();
-    s.state[2] = u.v.data();
+    float* state[3] = {master_ptr(u), u.m.f32(), u.v.f32()};
+    if (A_->on_device()) {
+      // Checkpoints read and write host memory: host copies of the owned state.
+      if (u.host.empty())
+        for (int g = 0; g < 3; ++g) u.host.emplace_back(size_t(u.sh.shard_numel), MemCategory::kScratch, nullptr);
+      for (int g = 0; g < 3; ++g) {
+        A_->download(u.host[g].data(), state[g], DType::kF32, u.sh.shard_numel);
+        state[g] = u.host[g].data();
+      }
+    }
+    for (int g = 0; g < 3; ++g) s.state[g] = state[g];
     s.canonical = !rep_ || rep_->rank() == 0;  // one replica's partition is written
     return s;
   }
 
-  void after_load() override { gather_replicated_params(); }
+  void after_load() override {
+    for (Unit& u : units_) {
+      if (A_->on_device() && !u.host.empty()) {
+        float* state[3] = {master_ptr(u), u.m.f32(), u.v.f32()};
+        for (int g = 0; g < 3; ++g) A_->upload(state[g], DType::kF32, u.host[g].data(), u.sh.shard_numel);
+      }
+      if (mixed_) {  // the compute copy of the owned piece from the loaded master
+        void* piece = params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin);
+        A_->convert(piece, pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
+      }
+    }
+    gather_replicated_params();
+  }
 
   void gather_full(size_t i, float* out) override {
     Unit& u = units_[i];
     const int64_t n = layout_.unit(i).numel;
     if (params_sharded_) {
-      Buffer<float> full(u.sh.padded_numel, MemCategory::kScratch, nullptr);
-      shard_->all_gather(u.param_shard.data(), full.data(), size_t(u.sh.shard_numel), DType::kF32);
-      std::copy(full.data(), full.data() + n, out);
+      Block full(A_, u.sh.padded_numel, pt_, MemCategory::kScratch, false);
+      shard_->all_gather(u.param_shard.data(), full.data(), size_t(u.sh.shard_numel), pt_);
+      A_->download(out, full.data(), pt_, n);
     } else {
-      std::copy(u.full_param.data(), u.full_param.data() + n, out);
+      A_->download(out, u.full_param.data(), pt_, n);
     }
   }
 
  private:
   struct Unit {
     ShardRange sh;
-    Buffer<float> full_param, param_shard, full_grad, grad_shard, m, v;
+    // param_shard / full_param / full_grad: pt_; master, grad_shard, m, v: fp32; red: rt_.
+    Block full_param, param_shard, master, full_grad, grad_shard, red, m, v;
+    std::vector<Buffer<float>> host;  // device arenas: host copies of master, m, v for checkpoints
     WorkPtr gather, reduce, replicate;
     bool held = false;            // full_param gathered (params_sharded_ only)
     bool reduce_is_last = false;  // the in-flight reduce-scatter is the step's last micro-batch
   };
 
+  float* master_ptr(Unit& u) {
+    if (mixed_) return u.master.f32();
+    return params_sharded_ ? u.param_shard.f32() : static_cast<float*>(u.full_param.at(u.sh.begin));
+  }
+
+  // The full gradient in the reduce dtype: the gradient buffer itself when
+  // the types match, else a widened (or narrowed) transient copy, u.red.
+  Block& reduce_buffer(Unit& u) {
+    if (rt_ == pt_) return u.full_grad;
+    u.red = take(u.sh.padded_numel, rt_, /*zeroed=*/false);
+    A_->convert(u.red.data(), rt_, u.full_grad.data(), pt_, u.sh.padded_numel);
+    return u.red;
+  }
+
   // The reduced gradient this rank owns (valid after finish_gradient_sync).
-  float* grad_shard_ptr(Unit& u) { return grads_sharded_ ? u.grad_shard.data() : u.full_grad.data() + u.sh.begin; }
+  std::pair<const void*, DType> reduced_grad(Unit& u) {
+    if (grads_sharded_) return {u.grad_shard.data(), DType::kF32};
+    if (u.red.size()) return {u.red.at(u.sh.begin), rt_};
+    return {u.full_grad.at(u.sh.begin), pt_};
+  }
 
   // zero1/zero2: each rank updated (or loaded) only its shard of the
   // replicated parameters; every rank needs the whole model.
   void gather_replicated_params() {
     if (params_sharded_ || !shard_) return;
     for (Unit& u : units_)
-      u.reduce = shard_->all_gather_async(u.full_param.data() + u.sh.begin, u.full_param.data(),
-                                          size_t(u.sh.shard_numel), DType::kF32);
+      u.reduce = shard_->all_gather_async(u.full_param.at(u.sh.begin), u.full_param.data(), size_t(u.sh.shard_numel),
+                                          pt_);
     for (Unit& u : units_) wait(u.reduce);
   }
 
@@ -262,40 +345,41 @@ class DataParallel final : public Strategy {
   void drain(size_t i) {
     Unit& u = units_[i];
     wait(u.reduce);
-    const float* src = u.full_grad.data() + u.sh.begin;
-    float* acc = u.grad_shard.data();
-    for (int64_t k = 0; k < u.sh.shard_numel; ++k) acc[k] += src[k];
+    Block& src = u.red.size() ? u.red : u.full_grad;
+    A_->accumulate(u.grad_shard.data(), DType::kF32, src.at(u.sh.begin), src.dtype(), u.sh.shard_numel);
     give(u.full_grad);
+    give(u.red);
     // hybrid: once the last micro-batch's piece is in, the owned shard is
     // summed over the replicas, overlapping the rest of backward.
     if (rep_ && u.reduce_is_last)
-      u.replicate = rep_->all_reduce_async(acc, acc, size_t(u.sh.shard_numel), DType::kF32, ReduceOp::kSum);
+      u.replicate = rep_->all_reduce_async(u.grad_shard.data(), u.grad_shard.data(), size_t(u.sh.shard_numel),
+                                           DType::kF32, ReduceOp::kSum);
   }
 
-  // Transient full-unit buffers (gathered params, unit gradients) are reused
-  // rather than reallocated: every block unit has the same size, so after
-  // the first step the hot loop allocates nothing. Cached buffers stay
-  // counted in mem.buffers, since this rank keeps holding them.
-  Buffer<float> take(int64_t n, bool zeroed) {
+  // Transient full-unit buffers (gathered params, unit gradients, widened
+  // gradients) are reused rather than reallocated: every block unit has the
+  // same size, so after the first step the hot loop allocates nothing.
+  // Cached buffers stay counted in mem.buffers, since this rank keeps them.
+  Block take(int64_t n, DType t, bool zeroed) {
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (int64_t(it->size()) != n) continue;
-      Buffer<float> b = std::move(*it);
+      if (it->size() != n || it->dtype() != t) continue;
+      Block b = std::move(*it);
       cache_.erase(it);
-      if (zeroed) b.fill(0.f);
+      if (zeroed) b.zero();
       return b;
     }
-    return Buffer<float>(size_t(n), MemCategory::kBuffers, tracker_);  // zero-initialised
+    return Block(A_, n, t, MemCategory::kBuffers, zeroed);
   }
-  void give(Buffer<float>& b) {
+  void give(Block& b) {
     if (b.size()) cache_.push_back(std::move(b));
-    b = Buffer<float>();
+    b = Block();
   }
 
   void flush_bucket() {
     for (size_t i : bucket_) {
       Unit& u = units_[i];
-      u.reduce = rep_->all_reduce_async(u.full_grad.data(), u.full_grad.data(), size_t(u.sh.padded_numel),
-                                        DType::kF32, ReduceOp::kSum);
+      Block& buf = reduce_buffer(u);
+      u.reduce = rep_->all_reduce_async(buf.data(), buf.data(), size_t(u.sh.padded_numel), rt_, ReduceOp::kSum);
     }
     bucket_.clear();
     bucket_bytes_ = 0;
@@ -303,7 +387,10 @@ class DataParallel final : public Strategy {
 
   StrategyOptions opt_;
   const ParamLayout& layout_;
-  MemoryTracker* tracker_;
+  std::unique_ptr<Arena> own_arena_;  // the host arena when none was given
+  Arena* A_ = nullptr;
+  DType pt_ = DType::kF32, rt_ = DType::kF32;
+  bool mixed_ = false;
   Communicator* shard_ = nullptr;  // null when S == 1
   Communicator* rep_ = nullptr;    // null when R == 1
   int S_ = 1, srank_ = 0;
@@ -312,7 +399,8 @@ class DataParallel final : public Strategy {
   std::deque<size_t> pending_;  // units with a reduce-scatter in flight, oldest first
   std::vector<size_t> bucket_;
   double bucket_bytes_ = 0;
-  std::vector<Buffer<float>> cache_;  // released transient buffers, see take()
+  std::vector<Block> cache_;  // released transient buffers, see take()
+  Block norm_buf_;            // one float: the global norm's all-reduce
 };
 
 }  // namespace

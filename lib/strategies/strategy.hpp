@@ -23,6 +23,7 @@
 #include "io/checkpoint.hpp"
 #include "model/adamw.hpp"
 #include "model/layout.hpp"
+#include "strategies/arena.hpp"
 
 namespace gpt {
 
@@ -45,6 +46,15 @@ struct StrategyOptions {
   StrategyKind hybrid_inner = StrategyKind::kZero3;  // kZero2 or kZero3
   double bucket_mb = 25;                             // ddp: gradient bucket size
   uint64_t seed = 0;                                 // parameter initialisation
+  // Precision. param_dtype: the compute copy forward/backward read, and the
+  // gradients they write (bf16 on the GPU by default; the host is fp32).
+  // With bf16 params the fp32 master weights are a separate, sharded-like-
+  // the-optimizer-state copy. reduce_dtype: the type gradients are reduced
+  // in (fp32 by default: bf16 gradients are widened before the collective).
+  // Sharded gradient accumulators are fp32.
+  DType param_dtype = DType::kF32;
+  DType reduce_dtype = DType::kF32;
+  Arena* arena = nullptr;  // where the state lives; nullptr: the host
 };
 
 class Strategy {
@@ -55,11 +65,12 @@ class Strategy {
   virtual void begin_micro_batch(bool last) = 0;
   // Issues the gather of unit u if its params are sharded (no-op otherwise).
   virtual void prefetch(size_t u) = 0;
-  // Full parameters of unit u (waits for its gather). Valid until release(u).
-  virtual const float* params(size_t u) = 0;
+  // Full parameters of unit u (waits for its gather), of param_dtype, in
+  // the arena's memory. Valid until release(u).
+  virtual const void* params(size_t u) = 0;
   virtual void release(size_t u) = 0;
-  // Full gradient buffer of unit u for its backward to accumulate into.
-  virtual float* grads(size_t u) = 0;
+  // Full gradient buffer of unit u (param_dtype) for its backward to accumulate into.
+  virtual void* grads(size_t u) = 0;
   // Unit u's backward is complete for this micro-batch.
   virtual void grads_done(size_t u) = 0;
 
@@ -69,11 +80,13 @@ class Strategy {
   virtual double grad_norm() = 0;
   virtual void step(const AdamWHyper& h, const AdamWStep& s) = 0;
 
-  // Full parameters of unit u into out[numel] (collective over all ranks).
+  // Full parameters of unit u into host out[numel] (collective over all
+  // ranks): the compute copy, widened to fp32.
   virtual void gather_full(size_t u, float* out) = 0;
 
-  // Checkpoints: the part of unit u this rank owns (params and AdamW
-  // moments), and, after those were loaded, rebuilding what is replicated.
+  // Checkpoints: the part of unit u this rank owns (fp32 master params and
+  // AdamW moments, as host pointers: on a GPU, host copies refreshed by this
+  // call), and, after those were loaded, rebuilding what is replicated.
   virtual UnitSlice owned(size_t u) = 0;
   virtual void after_load() = 0;
   virtual StrategyKind kind() const = 0;

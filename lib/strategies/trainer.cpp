@@ -23,6 +23,7 @@
 #include "model/schedule.hpp"
 #include "strategies/planner.hpp"
 #include "strategies/strategy.hpp"
+#include "strategies/unit_model.hpp"
 #include "core/bytes.hpp"
 #include "core/trace.hpp"
 #include "io/trace_writer.hpp"
@@ -35,6 +36,22 @@ constexpr int kWarmupSteps = 2;  // excluded from the run's throughput summary
 std::string format_eta(double s) {
   const int t = static_cast<int>(s);
   return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
+}
+
+// This rank's index among the ranks of its node: its GPU with --device cuda.
+int local_rank(MPI_Comm base) {
+  MPI_Comm node;
+  MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int r = 0;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_free(&node);
+  return r;
+}
+
+CommBackend comm_backend(const RunConfig& c) {
+  const CommBackend b = parse_comm_backend(c.comm);
+  // On a GPU, MPI collectives run on host copies of the device buffers.
+  return c.device == DeviceKind::kCuda && b == CommBackend::kMpi ? CommBackend::kMpiStaged : b;
 }
 
 // --strategy auto: the planner's recommendation for this model, batch and
@@ -83,11 +100,13 @@ struct Trainer::Impl {
   const RunConfig& cfg;
   MPI_Comm base;
   int rank = 0, world = 1;
+  MemoryTracker mem;
+  DType param_dtype;
+  std::unique_ptr<DeviceBackend> backend;  // --device cuda; null on the host
   DeviceMesh2D mesh;
   ParamLayout layout;
-  MemoryTracker mem;
   std::unique_ptr<Strategy> strategy;
-  GPT<float> model;
+  std::unique_ptr<UnitModel> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -121,11 +140,16 @@ struct Trainer::Impl {
         base(b),
         rank(rank_of(b)),
         world(size_of(b)),
-        mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm)),
+        param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
+        backend(cfg.device == DeviceKind::kCuda ? make_device_backend(local_rank(b), param_dtype, &mem) : nullptr),
+        mesh(b, resolve_mesh(cfg, b), comm_backend(cfg), backend ? local_rank(b) : 0),
         layout(cfg.gpt),
-        strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed},
-                               layout, mesh, &mem)),
-        model(layout, {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0}, &mem),
+        strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed,
+                                param_dtype, cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32,
+                                backend ? backend->arena() : nullptr},
+                               layout, set_streams(), &mem)),
+        model(backend ? backend->make_model(layout, model_options())
+                      : make_host_model(layout, model_options(), &mem)),
         loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world, cfg.seed,
                              true, cfg.gpt.vocab_size}),
         resume_path(resolve_resume(cfg)),
@@ -142,8 +166,24 @@ struct Trainer::Impl {
     // GEMM throughput at the same time as the others, so ranks sharing cores
     // (oversubscription) share the peak too.
     MPI_Barrier(base);
-    gemm_peak = cpu::measure_gemm_peak();
+    if (backend) {
+      // A GPU: the datasheet's dense peak for its name (model/flops.hpp).
+      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16);
+      if (gemm_peak == 0) log0("warning: no peak FLOP/s known for '{}': MFU is reported as 0", backend->device_name());
+    } else {
+      gemm_peak = cpu::measure_gemm_peak();
+    }
     MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
+  }
+
+  GPTOptions model_options() const { return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0}; }
+
+  // GPU communicators order their collectives against the compute stream.
+  DeviceMesh2D& set_streams() {
+    if (backend)
+      for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()})
+        c->set_compute_stream(backend->stream());
+    return mesh;
   }
 
   static std::string resolve_resume(const RunConfig& c) {
@@ -237,70 +277,71 @@ struct Trainer::Impl {
 
   // Forward through every unit with the strategy's gathers; the model's
   // state then holds the last block's output (for eval and sampling).
-  void forward_blocks(const int32_t* tok) {
+  // The batch comes from the preceding model->set_batch().
+  void forward_blocks() {
     Strategy& S = *strategy;
     const int L = cfg.gpt.n_layer;
     S.prefetch(E());
     S.prefetch(B(0));
-    const float* wte = S.params(E());
+    const void* wte = S.params(E());
     {
       trace::Span t("forward embedding", "compute");
-      model.forward_embedding(wte, tok);
+      model->forward_embedding(wte);
     }
     for (int l = 0; l < L; ++l) {
       S.prefetch(l + 1 < L ? B(l + 1) : F());
-      const float* p = S.params(B(l));
+      const void* p = S.params(B(l));
       {
         trace::Span t("forward h", "compute", l);
-        model.forward_block(l, p);
+        model->forward_block(l, p);
       }
       S.release(B(l));
     }
   }
 
-  // One micro-batch: forward, loss, backward. Returns the mean loss.
-  // Gathers (params) and gradient buffers (grads) are taken before each
-  // compute slice, so a trace shows waiting and computing apart.
-  double micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
+  // One micro-batch: forward, loss, backward (the loss is collected by
+  // model->take_loss()). Gathers (params) and gradient buffers (grads) are
+  // taken before each compute slice, so a trace shows waiting and computing
+  // apart. On a GPU the spans time the enqueueing, not the kernels.
+  void micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
     Strategy& S = *strategy;
     const int L = cfg.gpt.n_layer;
-    forward_blocks(tok);
-    const float* fin = S.params(F());
+    model->set_batch(tok, tgt);
+    forward_blocks();
+    const void* fin = S.params(F());
     // The tied LM head's backward runs inside forward_head: wte's gradient
     // buffer must exist now and stays until the embedding's own backward.
-    const float* wte = S.params(E());
-    float* dwte = S.grads(E());
-    double loss;
+    const void* wte = S.params(E());
+    void* dwte = S.grads(E());
     {
       trace::Span t("head and loss", "compute");
-      loss = model.forward_head(fin, wte, tgt, dwte, loss_scale);
+      model->forward_head(fin, wte, dwte, loss_scale);
     }
     S.prefetch(B(L - 1));
-    float* dfin = S.grads(F());
+    void* dfin = S.grads(F());
     {
       trace::Span t("backward final", "compute");
-      model.backward_final(fin, dfin);
+      model->backward_final(fin, dfin);
     }
     S.grads_done(F());
     S.release(F());
     for (int l = L - 1; l >= 0; --l) {
       if (l > 0) S.prefetch(B(l - 1));
-      const float* p = S.params(B(l));
-      float* g = S.grads(B(l));
+      const void* p = S.params(B(l));
+      void* g = S.grads(B(l));
       {
         trace::Span t("backward h", "compute", l);
-        model.backward_block(l, p, g);
+        model->backward_block(l, p, g);
       }
       S.grads_done(B(l));
       S.release(B(l));
     }
     {
       trace::Span t("backward embedding", "compute");
-      model.backward_embedding(tok, S.grads(E()));
+      model->backward_embedding(S.grads(E()));
     }
     S.grads_done(E());
     S.release(E());
-    return loss;
   }
 
   double mean_over_ranks(double x) {
@@ -311,13 +352,15 @@ struct Trainer::Impl {
   double evaluate() {
     trace::Span t("eval", "eval");
     Strategy& S = *strategy;
-    model.set_shape(cfg.micro_batch, cfg.seq_len);
+    model->set_shape(cfg.micro_batch, cfg.seq_len);
     val_loader->seek({0, 0});
     double sum = 0;
     for (int b = 0; b < cfg.val_batches; ++b) {
       val_loader->micro_batch(0, tokens.data(), targets.data());
-      forward_blocks(tokens.data());
-      sum += model.forward_head(S.params(F()), S.params(E()), targets.data(), nullptr, 0.f);
+      model->set_batch(tokens.data(), targets.data());
+      forward_blocks();
+      model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
+      sum += model->take_loss();
       S.release(F());
       S.release(E());
       val_loader->advance();
@@ -337,9 +380,10 @@ struct Trainer::Impl {
     std::mt19937_64 rng(cfg.seed + uint64_t(step));
     for (int i = 0; i < cfg.sample_tokens; ++i) {
       const int len = static_cast<int>(std::min<size_t>(ctx.size(), size_t(cfg.seq_len)));
-      model.set_shape(1, len);
-      forward_blocks(ctx.data() + ctx.size() - len);
-      model.logits_row(S.params(F()), S.params(E()), len - 1, logits.data());
+      model->set_shape(1, len);
+      model->set_batch(ctx.data() + ctx.size() - len, nullptr);
+      forward_blocks();
+      model->logits_row(S.params(F()), S.params(E()), len - 1, logits.data());
       S.release(F());
       S.release(E());
       const float mx = *std::max_element(logits.begin(), logits.begin() + V);
@@ -357,7 +401,7 @@ struct Trainer::Impl {
       ctx.push_back(next);
       out.push_back(next);
     }
-    model.set_shape(cfg.micro_batch, cfg.seq_len);
+    model->set_shape(cfg.micro_batch, cfg.seq_len);
     return tokenizer->decode(out);
   }
 
@@ -425,7 +469,7 @@ struct Trainer::Impl {
           trace::Span d("data", "data");
           loader.micro_batch(m, tokens.data(), targets.data());
         }
-        loss += micro_step(tokens.data(), targets.data(), loss_scale);
+        micro_step(tokens.data(), targets.data(), loss_scale);
       }
       {
         trace::Span g("gradient sync", "comm");
@@ -444,7 +488,7 @@ struct Trainer::Impl {
       loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
       // micro-batches hold the same number of tokens.
-      loss = mean_over_ranks(loss / loader.accum_steps());
+      loss = mean_over_ranks(model->take_loss());
       if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
       step_span.reset();

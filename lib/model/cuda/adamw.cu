@@ -51,6 +51,8 @@ template void adamw_update<float, float>(const UnitSpec&, int64_t, int64_t, floa
                                          float*, const AdamWHyper&, const AdamWStep&, cudaStream_t);
 template void adamw_update<bf16, bf16>(const UnitSpec&, int64_t, int64_t, float*, bf16*, const bf16*, float*, float*,
                                        const AdamWHyper&, const AdamWStep&, cudaStream_t);
+template void adamw_update<bf16, float>(const UnitSpec&, int64_t, int64_t, float*, float*, const bf16*, float*,
+                                        float*, const AdamWHyper&, const AdamWStep&, cudaStream_t);
 template void adamw_update<float, bf16>(const UnitSpec&, int64_t, int64_t, float*, bf16*, const float*, float*,
                                         float*, const AdamWHyper&, const AdamWStep&, cudaStream_t);
 

@@ -1,0 +1,189 @@
+// --device cuda: the device arena (unit state in GPU memory, element-wise
+// math as kernels on the compute stream) and the device model adapter.
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/cuda/device_memory.hpp"
+#include "core/cuda/device_query.hpp"
+#include "core/error.hpp"
+#include "model/cuda/adamw.hpp"
+#include "model/cuda/check.hpp"
+#include "model/cuda/elementwise.hpp"
+#include "model/cuda/gpt_cuda.hpp"
+#include "strategies/unit_model.hpp"
+
+namespace gpt {
+namespace {
+
+using cuda::bf16;
+
+class DeviceArena final : public Arena {
+ public:
+  DeviceArena(cuda::DeviceAllocator* alloc, cudaStream_t s) : alloc_(alloc), s_(s) {
+    norm_ = cuda::DeviceBuffer<double>(1, MemCategory::kScratch, alloc);
+    scratch_ = cuda::DeviceBuffer<double>(size_t(cuda::sum_squares_scratch()), MemCategory::kScratch, alloc);
+  }
+  bool on_device() const override { return true; }
+  void* allocate(size_t bytes, MemCategory cat, bool zeroed) override {
+    void* p = alloc_->allocate(bytes, cat);
+    if (zeroed) GPT_CUDA_OK(cudaMemsetAsync(p, 0, bytes, s_));
+    return p;
+  }
+  void deallocate(void* p, size_t bytes, MemCategory cat) override { alloc_->deallocate(p, bytes, cat); }
+  void zero(void* p, size_t bytes) override { GPT_CUDA_OK(cudaMemsetAsync(p, 0, bytes, s_)); }
+  void convert(void* dst, DType dt, const void* src, DType st, int64_t n) override {
+    if (dt == st) {
+      if (dst != src) GPT_CUDA_OK(cudaMemcpyAsync(dst, src, size_t(n) * dtype_size(dt), cudaMemcpyDeviceToDevice, s_));
+    } else if (dt == DType::kF32) {
+      cuda::convert(static_cast<float*>(dst), static_cast<const bf16*>(src), n, s_);
+    } else {
+      cuda::convert(static_cast<bf16*>(dst), static_cast<const float*>(src), n, s_);
+    }
+  }
+  void accumulate(void* acc, DType at, const void* src, DType st, int64_t n) override {
+    if (at == DType::kF32 && st == DType::kF32)
+      cuda::accumulate(static_cast<float*>(acc), static_cast<const float*>(src), n, s_);
+    else if (at == DType::kF32)
+      cuda::accumulate(static_cast<float*>(acc), static_cast<const bf16*>(src), n, s_);
+    else if (st == DType::kF32)
+      cuda::accumulate(static_cast<bf16*>(acc), static_cast<const float*>(src), n, s_);
+    else
+      cuda::accumulate(static_cast<bf16*>(acc), static_cast<const bf16*>(src), n, s_);
+  }
+  void begin_norm() override { norm_.zero(s_); }
+  void add_squares(const void* x, DType t, int64_t n) override {
+    if (t == DType::kF32)
+      cuda::sum_squares(static_cast<const float*>(x), n, norm_.data(), scratch_.data(), s_);
+    else
+      cuda::sum_squares(static_cast<const bf16*>(x), n, norm_.data(), scratch_.data(), s_);
+  }
+  double end_norm() override {
+    double v = 0;
+    GPT_CUDA_OK(cudaMemcpyAsync(&v, norm_.data(), sizeof v, cudaMemcpyDeviceToHost, s_));
+    GPT_CUDA_OK(cudaStreamSynchronize(s_));
+    return v;
+  }
+  void adamw(const UnitSpec& unit, int64_t begin, int64_t end, float* master, void* param, DType pt, const void* g,
+             DType gt, float* m, float* v, const AdamWHyper& h, const AdamWStep& s) override {
+    const bool g32 = gt == DType::kF32;
+    if (pt == DType::kF32) {  // fp32: the master is the compute copy
+      if (g32)
+        cuda::adamw_update<float, float>(unit, begin, end, master, nullptr, static_cast<const float*>(g), m, v, h, s, s_);
+      else
+        cuda::adamw_update<bf16, float>(unit, begin, end, master, nullptr, static_cast<const bf16*>(g), m, v, h, s, s_);
+    } else if (g32) {
+      cuda::adamw_update<float, bf16>(unit, begin, end, master, static_cast<bf16*>(param),
+                                      static_cast<const float*>(g), m, v, h, s, s_);
+    } else {
+      cuda::adamw_update<bf16, bf16>(unit, begin, end, master, static_cast<bf16*>(param), static_cast<const bf16*>(g),
+                                     m, v, h, s, s_);
+    }
+  }
+  void upload(void* dst, DType t, const float* host, int64_t n) override {
+    if (n == 0) return;
+    if (t == DType::kF32) {
+      GPT_CUDA_OK(cudaMemcpyAsync(dst, host, size_t(n) * 4, cudaMemcpyHostToDevice, s_));
+    } else {
+      cuda::DeviceBuffer<float> tmp(size_t(n), MemCategory::kScratch, alloc_, false);
+      GPT_CUDA_OK(cudaMemcpyAsync(tmp.data(), host, size_t(n) * 4, cudaMemcpyHostToDevice, s_));
+      convert(dst, t, tmp.data(), DType::kF32, n);
+      GPT_CUDA_OK(cudaStreamSynchronize(s_));  // tmp is freed (and may be reused) next
+    }
+    GPT_CUDA_OK(cudaStreamSynchronize(s_));  // the host buffer may go away after return
+  }
+  void download(float* host, const void* src, DType t, int64_t n) override {
+    if (n == 0) return;
+    if (t == DType::kF32) {
+      GPT_CUDA_OK(cudaMemcpyAsync(host, src, size_t(n) * 4, cudaMemcpyDeviceToHost, s_));
+    } else {
+      cuda::DeviceBuffer<float> tmp(size_t(n), MemCategory::kScratch, alloc_, false);
+      convert(tmp.data(), DType::kF32, src, t, n);
+      GPT_CUDA_OK(cudaMemcpyAsync(host, tmp.data(), size_t(n) * 4, cudaMemcpyDeviceToHost, s_));
+    }
+    GPT_CUDA_OK(cudaStreamSynchronize(s_));
+  }
+
+ private:
+  cuda::DeviceAllocator* alloc_;
+  cudaStream_t s_;
+  cuda::DeviceBuffer<double> norm_, scratch_;
+};
+
+template <typename T>
+class DeviceModel final : public UnitModel {
+ public:
+  DeviceModel(const ParamLayout& layout, const GPTOptions& opt, cuda::DeviceAllocator* alloc, cuda::Matmul* mm,
+              cudaStream_t s)
+      : m_(layout, opt, alloc, mm, s) {}
+  void set_shape(int B, int Tn) override { m_.set_shape(B, Tn); }
+  void set_batch(const int32_t* tokens, const int32_t* targets) override { m_.set_batch(tokens, targets); }
+  void forward_embedding(const void* emb) override { m_.forward_embedding(t(emb)); }
+  void forward_block(int layer, const void* block) override { m_.forward_block(layer, t(block)); }
+  void forward_head(const void* fin, const void* emb, void* emb_grad, float loss_scale) override {
+    m_.forward_head(t(fin), t(emb), static_cast<T*>(emb_grad), loss_scale);
+  }
+  double take_loss() override { return m_.take_loss(); }
+  void backward_final(const void* fin, void* fin_grad) override { m_.backward_final(t(fin), static_cast<T*>(fin_grad)); }
+  void backward_block(int layer, const void* block, void* g) override {
+    m_.backward_block(layer, t(block), static_cast<T*>(g));
+  }
+  void backward_embedding(void* emb_grad) override { m_.backward_embedding(static_cast<T*>(emb_grad)); }
+  void logits_row(const void* fin, const void* emb, int64_t row, float* out) override {
+    m_.logits_row(t(fin), t(emb), row, out);
+  }
+
+ private:
+  static const T* t(const void* p) { return static_cast<const T*>(p); }
+  cuda::DeviceGPT<T> m_;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  CudaBackend(int device, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
+    device = select(device);  // before anything is allocated on it
+    GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
+    mm_ = std::make_unique<cuda::Matmul>(&alloc_);
+    arena_ = std::make_unique<DeviceArena>(&alloc_, stream_);
+    name_ = cuda::device_name(device);
+  }
+  ~CudaBackend() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    arena_.reset();
+    mm_.reset();
+    alloc_.release_cached();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  Arena* arena() override { return arena_.get(); }
+  std::unique_ptr<UnitModel> make_model(const ParamLayout& layout, const GPTOptions& opt) override {
+    if (pt_ == DType::kBF16) return std::make_unique<DeviceModel<bf16>>(layout, opt, &alloc_, mm_.get(), stream_);
+    return std::make_unique<DeviceModel<float>>(layout, opt, &alloc_, mm_.get(), stream_);
+  }
+  void* stream() override { return stream_; }
+  std::string device_name() const override { return name_; }
+  int64_t reserved_bytes() const override { return alloc_.reserved(); }
+
+ private:
+  static int select(int device) {
+    const int n = cuda::device_count();
+    if (n == 0) throw ConfigError("invalid device = 'cuda': no CUDA device on this machine");
+    GPT_CUDA_OK(cudaSetDevice(device % n));
+    return device % n;
+  }
+  DType pt_;
+  cuda::DeviceAllocator alloc_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Matmul> mm_;
+  std::unique_ptr<DeviceArena> arena_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceBackend> make_device_backend(int device, DType param_dtype, MemoryTracker* tracker) {
+  return std::make_unique<CudaBackend>(device, param_dtype, tracker);
+}
+
+}  // namespace gpt

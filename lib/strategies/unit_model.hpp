@@ -1,0 +1,57 @@
+// What the trainer drives: the model, unit by unit, on the host (GPT<float>,
+// model/gpt.hpp) or on a GPU (DeviceGPT<T>, model/cuda/gpt_cuda.hpp), behind
+// one interface. Parameter and gradient pointers are the strategy's, in the
+// arena's memory and the strategy's param dtype; tokens are host arrays.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/memory.hpp"
+#include "model/gpt.hpp"
+#include "model/layout.hpp"
+#include "strategies/arena.hpp"
+
+namespace gpt {
+
+class UnitModel {
+ public:
+  virtual ~UnitModel() = default;
+  virtual void set_shape(int B, int Tn) = 0;
+  // Host tokens and targets of the next pass, B*T each (valid until the
+  // next call); targets may be null for a pass without loss (sampling).
+  virtual void set_batch(const int32_t* tokens, const int32_t* targets) = 0;
+  virtual void forward_embedding(const void* emb) = 0;
+  virtual void forward_block(int layer, const void* block) = 0;
+  // Loss of the batch (collected by take_loss); with emb_grad the LM head's
+  // backward too (see model/gpt.hpp).
+  virtual void forward_head(const void* fin, const void* emb, void* emb_grad, float loss_scale) = 0;
+  // Mean loss of the forward_head calls since the last take_loss (the GPU
+  // waits here: once per step).
+  virtual double take_loss() = 0;
+  virtual void backward_final(const void* fin, void* fin_grad) = 0;
+  virtual void backward_block(int layer, const void* block, void* block_grad) = 0;
+  virtual void backward_embedding(void* emb_grad) = 0;
+  // Host logits[padded_vocab] of one row after a forward (sampling).
+  virtual void logits_row(const void* fin, const void* emb, int64_t row, float* out) = 0;
+};
+
+std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker);
+
+// --device cuda: the arena, the model and the stream of one GPU, created
+// together (strategies/cuda/device_backend.cpp). make_device_backend throws
+// ConfigError when this build has no CUDA or the machine no GPU.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual Arena* arena() = 0;
+  virtual std::unique_ptr<UnitModel> make_model(const ParamLayout& layout, const GPTOptions& opt) = 0;
+  virtual void* stream() = 0;  // cudaStream_t: the compute stream communicators order against
+  virtual std::string device_name() const = 0;
+  virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
+};
+// `device`: the CUDA device of this rank (ranks may share one).
+std::unique_ptr<DeviceBackend> make_device_backend(int device, DType param_dtype, MemoryTracker* tracker);
+
+}  // namespace gpt
