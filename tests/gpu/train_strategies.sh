@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Every strategy on the GPU through the common trainer (ctest label gpu):
+#  * fp32: 1 rank on the GPU follows 1 rank on the CPU (losses within 1e-4
+#    relative), and every strategy on 2 and 4 ranks sharing the GPU (MPI,
+#    staged through host memory) equals 1 rank on the GPU (within 1e-5:
+#    only the summation order of the reductions differs);
+#  * bf16 (the default on cuda): every strategy on 2 ranks, with fp32 and
+#    bf16 gradient reduction, within 3% of the 1-rank fp32 GPU losses
+#    (tolerance: tests/gpu/test_cuda_model.cpp);
+#  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU).
+# Exits 77 (skipped) on a machine without a GPU.
+#   train_strategies.sh BUILD_DIR WORK_DIR
+set -euo pipefail
+build="$1"; work="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+mpirun="$root/scripts/mpirun.sh"
+rm -rf "$work"
+"$here/../make_tiny_run.sh" "$build" "$work"
+train=("$build/apps/gpt_train" --config "$work/tiny.toml" --n-head 2 --steps 8)  # head size 32
+
+if ! out="$("$mpirun" -np 1 "${train[@]}" --device cuda --metrics "$work/probe.jsonl" 2>&1)"; then
+  if grep -q "no CUDA device" <<<"$out"; then echo "skipped: no CUDA device on this machine"; exit 77; fi
+  echo "$out"; exit 1
+fi
+
+run() {  # NAME NP ARGS...
+  local name="$1" np="$2"; shift 2
+  "$mpirun" -np "$np" "${train[@]}" --metrics "$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 ||
+    { echo "FAILED: $name"; cat "$work/$name.log"; exit 1; }
+}
+compare() {  # REF RUN TOLERANCE
+  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" <<'PY'
+import json, sys
+def losses(p):
+    return [r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "step"]
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+assert len(a) == len(b) and a, f"{sys.argv[2]}: {len(b)} steps, reference {len(a)}"
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{sys.argv[2].split('/')[-1]:<28} max relative loss difference {worst:.2e} (tolerance {tol:g})")
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+run cpu 1 --device cpu
+run gpu_fp32 1 --device cuda --precision fp32
+compare cpu gpu_fp32 1e-4
+for np in 2 4; do
+  for s in ddp zero1 zero2 zero3 hybrid; do
+    mesh=(); [ "$s" = hybrid ] && mesh=(--mesh 2x$((np / 2)))
+    run "fp32_${s}_np$np" "$np" --device cuda --precision fp32 --strategy "$s" "${mesh[@]}"
+    compare gpu_fp32 "fp32_${s}_np$np" 1e-5
+  done
+done
+for s in ddp zero1 zero2 zero3 hybrid; do
+  mesh=(); [ "$s" = hybrid ] && mesh=(--mesh 2x1)
+  for r in fp32 bf16; do
+    run "bf16_${s}_reduce_$r" 2 --device cuda --strategy "$s" --reduce-dtype "$r" "${mesh[@]}"
+    compare gpu_fp32 "bf16_${s}_reduce_$r" 0.03
+  done
+  run "nccl_$s" 1 --device cuda --comm nccl --strategy "$s"
+  compare gpu_fp32 "nccl_$s" 0.03
+done
+echo "every strategy on the GPU: ok"
