@@ -142,7 +142,7 @@ struct Trainer::Impl {
         world(size_of(b)),
         param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
         backend(cfg.device == DeviceKind::kCuda ? make_device_backend(local_rank(b), param_dtype, &mem) : nullptr),
-        mesh(b, resolve_mesh(cfg, b), comm_backend(cfg), backend ? local_rank(b) : 0),
+        mesh(b, resolve_mesh(cfg, b), comm_backend(cfg), backend ? backend->device_index() : 0),
         layout(cfg.gpt),
         strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed,
                                 param_dtype, cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32,

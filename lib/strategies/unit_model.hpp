@@ -49,6 +49,7 @@ class DeviceBackend {
   virtual std::unique_ptr<UnitModel> make_model(const ParamLayout& layout, const GPTOptions& opt) = 0;
   virtual void* stream() = 0;  // cudaStream_t: the compute stream communicators order against
   virtual std::string device_name() const = 0;
+  virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
 };
 // `device`: the CUDA device of this rank (ranks may share one).

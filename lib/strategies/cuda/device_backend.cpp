@@ -143,11 +143,11 @@ class DeviceModel final : public UnitModel {
 class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend(int device, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
-    device = select(device);  // before anything is allocated on it
+    device_ = select(device);  // before anything is allocated on it
     GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
     mm_ = std::make_unique<cuda::Matmul>(&alloc_);
     arena_ = std::make_unique<DeviceArena>(&alloc_, stream_);
-    name_ = cuda::device_name(device);
+    name_ = cuda::device_name(device_);
   }
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
@@ -163,6 +163,7 @@ class CudaBackend final : public DeviceBackend {
   }
   void* stream() override { return stream_; }
   std::string device_name() const override { return name_; }
+  int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
 
  private:
@@ -173,6 +174,7 @@ class CudaBackend final : public DeviceBackend {
     return device % n;
   }
   DType pt_;
+  int device_ = 0;
   cuda::DeviceAllocator alloc_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> mm_;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# GPU verification on a machine with a GPU, CUDA and CMake but none of our
+# Debian packages (the `run` device tool's machine). Run from the repository
+# root after scripts/device_carry.sh has filled .carry/ on the build machine
+# (carry .carry with the run). Steps, each independent of the next:
+#   1. GPU-only build (no MPI, no HDF5) and the gpu-labelled op/model tests;
+#   2. the single-GPU benchmark vs PyTorch eager/compile (bench/results/);
+#   3. the full build against the carried Open MPI/HDF5 and the trainer's
+#      GPU test (every strategy on 1/2/4 ranks sharing the GPU, NCCL on 1).
+# Logs go to ${OUT:-runs/gpu_verify}/.
+#   scripts/gpu_verify.sh [ops|bench|full|all] (default all)
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+what="${1:-all}"
+out="${OUT:-$root/runs/gpu_verify}"; mkdir -p "$out"
+carry="$root/.carry"
+arch="${CUDA_ARCH:-90}"
+jobs="$(nproc)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+rc=0
+
+if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = all ]; then
+  cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DGPT_GPU_OPS_ONLY=ON \
+    -DGPT_CARRY_DIR="$carry" -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$out/ops-configure.log" 2>&1 &&
+    cmake --build "$root/build-gpu" -j "$jobs" > "$out/ops-build.log" 2>&1 || { echo "ops build failed"; tail -30 "$out/ops-build.log"; exit 1; }
+fi
+if [ "$what" = ops ] || [ "$what" = all ]; then
+  (cd "$root/build-gpu" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log" || rc=1
+  cp "$root"/bench/results/gpu-*.json "$out/" 2>/dev/null || true
+fi
+if [ "$what" = full ] || [ "$what" = all ]; then
+  prefix="$carry/prefix/usr"
+  export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix"
+  export LD_LIBRARY_PATH="$prefix/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu/openmpi/lib:$prefix/lib/x86_64-linux-gnu/hdf5/openmpi:${LD_LIBRARY_PATH:-}"
+  cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DCMAKE_PREFIX_PATH="$prefix;$carry" -DCMAKE_INCLUDE_PATH="$carry/include" > "$out/full-configure.log" 2>&1 &&
+    cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 &&
+    (cd "$root/build-gpu-full" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40 ||
+    { echo "full build/test failed: see $out/full-*.log"; rc=1; }
+fi
+exit $rc
