@@ -150,8 +150,13 @@ bool Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
     GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap));
   }
   const float alpha = 1.f;
-  GPT_CUBLAS_OK(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d, &p.algo,
-                               workspace_.data(), workspace_.bytes(), s));
+  const cublasStatus_t st = cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d,
+                                           &p.algo, workspace_.data(), workspace_.bytes(), s);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && (epilogue == kGeluAux || epilogue == kDGelu)) {
+    p.ok = false;  // a heuristic's pick the library then refuses: use the fallback from now on
+    return false;
+  }
+  GPT_CUBLAS_OK(st);
   return true;
 }
 
