@@ -425,6 +425,8 @@ struct Trainer::Impl {
                              {"world_size", world},
                              {"mesh", to_string(mesh.shape())},
                              {"comm_backend", cfg.comm},
+                             {"device", backend ? backend->device_name() : "cpu"},
+                             {"precision", param_dtype == DType::kBF16 ? "bf16" : "fp32"},
                              {"params", layout.model_numel()},
                              {"params_stored", layout.total_numel()},
                              {"model_state_bytes", m0[0] + m0[1] + m0[2]},
@@ -440,6 +442,10 @@ struct Trainer::Impl {
          cfg.gpt.padded_vocab(), cfg.seq_len);
     log0("strategy {} on {} ranks, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, world,
          to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
+    if (backend)
+      log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
+           backend->device_name(), comm_backend(cfg) == CommBackend::kMpiStaged ? "MPI staged through host memory" : "NCCL",
+           param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
