@@ -56,7 +56,8 @@ CommBackend comm_backend(const RunConfig& c) {
 
 // --strategy auto: the planner's recommendation for this model, batch and
 // world (memory per rank: --device-mem, or this host's memory shared by the
-// ranks on it). Other strategies pass through unchanged.
+// ranks on it; with --device cuda the planner's GPU defaults, 80 GiB, and
+// the run's precision). Other strategies pass through unchanged.
 RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note) {
   if (c.strategy != "auto") return c;
   int world = 1;
@@ -69,7 +70,10 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   w.accum = std::max(1, c.global_batch / std::max(1, c.micro_batch * world));
   w.activation_checkpointing = c.activation_checkpointing;
   w.threads = num_threads();
-  ClusterSpec cluster = ClusterSpec::defaults("cpu", world, nodes.uniform ? nodes.local_size : world);
+  const bool cuda = c.device == DeviceKind::kCuda;
+  if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
+  if (cuda) w.format.flash_attention = true;  // the CUDA attention keeps no T x T probabilities
+  ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
   if (!c.device_mem.empty()) cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
   const Plan plan = make_plan(w, cluster);
   log0("strategy auto: plan for {} ranks, {} per node, {} per rank\n{}", world, cluster.ranks_per_node,
