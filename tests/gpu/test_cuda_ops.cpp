@@ -270,5 +270,23 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   EXPECT_NEAR(got, want, 1e-9 * want);
 }
 
+// Host-side part of the embedding backward: runs without a GPU.
+TEST(TokenGroups, GroupsRowsByTokenInRowOrder) {
+  const std::vector<int32_t> tok{5, 2, 5, 9, 2, 5, 0};
+  TokenGroups g;
+  g.build(tok.data(), int64_t(tok.size()));
+  const int64_t n = int64_t(tok.size());
+  ASSERT_EQ(g.num_groups, 4);
+  const std::vector<int32_t> order(g.packed.begin(), g.packed.begin() + n);
+  const std::vector<int32_t> starts(g.packed.begin() + n, g.packed.begin() + n + 5);
+  const std::vector<int32_t> ids(g.packed.begin() + n + 5, g.packed.end());
+  EXPECT_EQ(order, (std::vector<int32_t>{6, 1, 4, 0, 2, 5, 3}));  // by token, rows ascending inside a token
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 1, 3, 6, 7}));
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 2, 5, 9}));
+  g.build(tok.data(), 2);  // rebuilt smaller: no stale tail
+  EXPECT_EQ(g.num_groups, 2);
+  EXPECT_EQ(g.packed.size(), size_t(2 + 3 + 2));
+}
+
 }  // namespace
 }  // namespace gpt::cuda::test
