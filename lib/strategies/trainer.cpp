@@ -138,14 +138,16 @@ struct Trainer::Impl {
     return s;
   }
 
-  Impl(const RunConfig& config, MPI_Comm b)
+  Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given)
       : resolved(resolve_strategy(config, b, &auto_note)),
         cfg(resolved),
         base(b),
         rank(rank_of(b)),
         world(size_of(b)),
         param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
-        backend(cfg.device == DeviceKind::kCuda ? make_device_backend(local_rank(b), param_dtype, &mem) : nullptr),
+        backend(given                               ? std::move(given)
+                : cfg.device == DeviceKind::kCuda ? make_device_backend(local_rank(b), param_dtype, &mem)
+                                                  : nullptr),
         mesh(b, resolve_mesh(cfg, b), comm_backend(cfg), backend ? backend->device_index() : 0),
         layout(cfg.gpt),
         strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed,
@@ -614,9 +616,11 @@ struct Trainer::Impl {
 
 Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) : Trainer(cfg, env.world()) {}
 
-Trainer::Trainer(const RunConfig& cfg, MPI_Comm base) {
+Trainer::Trainer(const RunConfig& cfg, MPI_Comm base) : Trainer(cfg, base, nullptr) {}
+
+Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBackend> backend) {
   set_num_threads(cfg.threads);
-  impl_ = std::make_unique<Impl>(cfg, base);
+  impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
 }
 
 Trainer::~Trainer() = default;

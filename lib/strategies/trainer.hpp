@@ -14,6 +14,8 @@
 
 namespace gpt {
 
+class DeviceBackend;  // strategies/unit_model.hpp
+
 struct TrainSummary {
   std::vector<double> losses, grad_norms;  // per optimizer step
   double final_val_loss = -1;
@@ -35,6 +37,10 @@ class Trainer {
   Trainer(const RunConfig& cfg, const MpiEnv& env);
   // Collective over `base` (tests: MPI_COMM_SELF gives a one-rank reference).
   Trainer(const RunConfig& cfg, MPI_Comm base);
+  // With a given device backend instead of the one --device selects (tests:
+  // an emulated bf16 device on the host exercises the mixed-precision engine
+  // without a GPU). The backend's memory must suit cfg.comm's communicator.
+  Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBackend> backend);
   ~Trainer();
   TrainSummary run();
   // Every unit's full parameters, layout order (collective).
