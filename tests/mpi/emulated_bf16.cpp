@@ -1,8 +1,5 @@
 #include "emulated_bf16.hpp"
 
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -21,20 +18,12 @@ void put(void* p, DType t, int64_t i, float x) {
 
 class EmuArena final : public Arena {
  public:
-  explicit EmuArena(MemoryTracker* tracker) : tracker_(tracker) {}
+  explicit EmuArena(MemoryTracker* tracker) : host_(make_host_arena(tracker)) {}
   bool on_device() const override { return true; }  // exercise the checkpoint staging path too
-  void* allocate(size_t bytes, MemCategory cat, bool zeroed) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    if (zeroed) std::memset(p, 0, bytes);
-    if (tracker_) tracker_->add(cat, int64_t(bytes));
-    return p;
-  }
-  void deallocate(void* p, size_t bytes, MemCategory cat) override {
-    std::free(p);
-    if (tracker_) tracker_->add(cat, -int64_t(bytes));
-  }
-  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  // Plain host memory: the host arena's.
+  void* allocate(size_t bytes, MemCategory cat, bool zeroed) override { return host_->allocate(bytes, cat, zeroed); }
+  void deallocate(void* p, size_t bytes, MemCategory cat) override { host_->deallocate(p, bytes, cat); }
+  void zero(void* p, size_t bytes) override { host_->zero(p, bytes); }
   void convert(void* dst, DType dt, const void* src, DType st, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) put(dst, dt, i, get(src, st, i));
   }
@@ -62,7 +51,7 @@ class EmuArena final : public Arena {
   }
 
  private:
-  MemoryTracker* tracker_;
+  std::unique_ptr<Arena> host_;
   double norm_ = 0;
 };
 
