@@ -98,7 +98,11 @@ int64_t activation_bytes(const Workload& w) {
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
   // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
   // attention-backward scratch (T² per thread, CPU only).
-  const int64_t chunk = std::min(N, std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
+  // The logits chunk: ~32 MiB on the CPU, 256 MiB on a GPU (model/cuda/gpt_cuda.cpp).
+  const int64_t chunk =
+      std::min(N, w.format.flash_attention
+                      ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
+                      : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + 3 * N + chunk * Vp +
                         (w.format.flash_attention ? 0 : T * T * std::max(1, w.threads));
   return (sets * per_block + fixed) * w.format.act_bytes;

@@ -56,8 +56,12 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   lnf_rstd_ = DeviceBuffer<float>(N, A, alloc);
   dlnf_ = DeviceBuffer<T>(N * C, A, alloc);
   losses_ = DeviceBuffer<float>(N, A, alloc);
-  chunk_rows_ = opt_.classifier_chunk_rows > 0 ? opt_.classifier_chunk_rows
-                                               : std::max<int64_t>(128, (int64_t(8) << 20) / Vp);
+  // Logits chunk: 256 MiB by default (the CPU takes ~32 MiB). Few, tall
+  // GEMMs keep the tensor cores busy; the whole [N, Vp] would cost
+  // gigabytes at GPT-2 sizes (1.6 GB in bf16 for B=16, T=1024).
+  chunk_rows_ = opt_.classifier_chunk_rows > 0
+                    ? opt_.classifier_chunk_rows
+                    : std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * int64_t(sizeof(T))) / 128 * 128);
   chunk_rows_ = std::min(chunk_rows_, N);
   logits_ = DeviceBuffer<T>(chunk_rows_ * Vp, A, alloc);
   dresid_ = DeviceBuffer<T>(N * C, A, alloc);
