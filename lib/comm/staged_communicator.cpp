@@ -38,12 +38,14 @@ class StagedWork final : public Work {
   void finish() {
     if (dst_ && !out_.empty())
       cuda_ok(cudaMemcpy(dst_, out_.data(), out_.size(), cudaMemcpyHostToDevice), "staged copy to device");
+    stats_->add_time(issued_.seconds());  // issue to completion, staging included
     done_ = true;
   }
   WorkPtr inner_;
   std::vector<char> in_, out_;  // alive until the inner collective is done
   void* dst_;
   CommStats* stats_;
+  Timer issued_;
   bool done_ = false;
 };
 
