@@ -7,9 +7,6 @@
 #ifdef GPT_HAVE_NCCL
 #include "comm/nccl_communicator.hpp"
 #endif
-#ifdef GPT_HAVE_CUDA_RUNTIME
-#include "comm/staged_communicator.hpp"
-#endif
 
 namespace gpt {
 
@@ -54,13 +51,6 @@ MeshShape default_mesh(MPI_Comm comm) {
 
 std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm, int device) {
   if (backend == CommBackend::kMpi) return std::make_unique<MpiCommunicator>(comm);
-  if (backend == CommBackend::kMpiStaged) {
-#ifdef GPT_HAVE_CUDA_RUNTIME
-    return std::make_unique<StagedCommunicator>(std::make_unique<MpiCommunicator>(comm));
-#else
-    throw ConfigError("invalid device = 'cuda': this build has no CUDA (configure with a CUDA toolkit present)");
-#endif
-  }
 #ifdef GPT_HAVE_NCCL
   return std::make_unique<NcclCommunicator>(comm, device);
 #else

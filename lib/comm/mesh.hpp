@@ -13,9 +13,7 @@
 
 namespace gpt {
 
-// kMpiStaged: MPI on device buffers staged through host memory
-// (comm/staged_communicator.hpp): --device cuda with --comm mpi.
-enum class CommBackend { kMpi, kNccl, kMpiStaged };
+enum class CommBackend { kMpi, kNccl };
 CommBackend parse_comm_backend(const std::string& s);  // "mpi" | "nccl"; ConfigError otherwise
 
 struct MeshShape {

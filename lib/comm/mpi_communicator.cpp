@@ -12,7 +12,7 @@
 #include "core/bf16.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
-#ifdef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_CUDA_RUNTIME
 #include <cuda_runtime.h>
 #endif
 
@@ -65,7 +65,7 @@ void scale(void* buf, size_t n, DType t, float s) {
   }
 }
 
-#ifdef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_CUDA_RUNTIME
 // Device memory needs staging; asked only when a GPU is usable at all.
 int device_of(const void* p) {
   static const bool usable = [] {
@@ -92,7 +92,7 @@ void cuda_ok(cudaError_t e, const char* what) {
 
 void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                                   const std::function<void(const void*, void*)>& fn) {
-#ifdef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_CUDA_RUNTIME
   const int dev = std::max(device_of(send), device_of(recv));
   if (dev >= 0) {
     cuda_ok(cudaSetDevice(dev), "cudaSetDevice");
@@ -173,7 +173,7 @@ MpiCommunicator::~MpiCommunicator() {
   cv_.notify_all();
   worker_.join();
   MPI_Comm_free(&comm_);
-#ifdef GPT_HAVE_NCCL
+#ifdef GPT_HAVE_CUDA_RUNTIME
   if (staging_) cudaFreeHost(staging_);
 #endif
 }
@@ -215,6 +215,11 @@ void MpiCommunicator::progress_loop() {
 }
 
 WorkPtr MpiCommunicator::enqueue(const char* op, std::function<void()> fn, int64_t bytes) {
+#ifdef GPT_HAVE_CUDA_RUNTIME
+  // Device inputs are copied by the progress thread: they must be complete.
+  if (compute_stream_)
+    cuda_ok(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream_)), "cudaStreamSynchronize (MPI staging)");
+#endif
   auto task = std::make_shared<Task>();
   task->fn = std::move(fn);
   task->stats = &stats_;

@@ -13,9 +13,11 @@
 //
 // Device buffers (CUDA builds): a collective whose buffers are device memory
 // is staged through pinned host memory on the progress thread (copy in, MPI
-// on the host copy, copy out), so several ranks can share one GPU in tests
-// without NCCL. The caller must have synchronised the stream that wrote the
-// inputs before issuing; the outputs are on the device when wait() returns.
+// on the host copy, copy out), so several ranks can share one GPU without
+// NCCL. With a compute stream set (set_compute_stream), issuing a collective
+// first waits for that stream, so its inputs are ready; without one the
+// caller must have synchronised it. The outputs are on the device when
+// wait() returns.
 #pragma once
 
 #include <mpi.h>
@@ -40,6 +42,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
   MPI_Comm comm() const { return comm_; }
+  void set_compute_stream(void* stream) override { compute_stream_ = stream; }
 
   WorkPtr all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) override;
   WorkPtr reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override;
@@ -56,6 +59,7 @@ class MpiCommunicator final : public Communicator {
                    const std::function<void(const void*, void*)>& fn);
   void* staging_ = nullptr;  // pinned host memory (CUDA builds), grown on demand
   size_t staging_bytes_ = 0;
+  void* compute_stream_ = nullptr;  // cudaStream_t whose work inputs wait for
   void progress_loop();
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -38,22 +38,6 @@ std::string format_eta(double s) {
   return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
-// This rank's index among the ranks of its node: its GPU with --device cuda.
-int local_rank(MPI_Comm base) {
-  MPI_Comm node;
-  MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int r = 0;
-  MPI_Comm_rank(node, &r);
-  MPI_Comm_free(&node);
-  return r;
-}
-
-CommBackend comm_backend(const RunConfig& c) {
-  const CommBackend b = parse_comm_backend(c.comm);
-  // On a GPU, MPI collectives run on host copies of the device buffers.
-  return c.device == DeviceKind::kCuda && b == CommBackend::kMpi ? CommBackend::kMpiStaged : b;
-}
-
 // --strategy auto: the planner's recommendation for this model, batch and
 // world (memory per rank: --device-mem, or this host's memory shared by the
 // ranks on it; with --device cuda the planner's GPU defaults, 80 GiB, and
@@ -146,9 +130,11 @@ struct Trainer::Impl {
         world(size_of(b)),
         param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
         backend(given                               ? std::move(given)
-                : cfg.device == DeviceKind::kCuda ? make_device_backend(local_rank(b), param_dtype, &mem)
-                                                  : nullptr),
-        mesh(b, resolve_mesh(cfg, b), comm_backend(cfg), backend ? backend->device_index() : 0),
+                : cfg.device == DeviceKind::kCuda
+                    // MPI collectives stage device buffers through host memory: ranks may share a GPU.
+                    ? make_device_backend(node_layout(b), cfg.comm == "mpi", param_dtype, &mem)
+                    : nullptr),
+        mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm), backend ? backend->device_index() : 0),
         layout(cfg.gpt),
         strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed,
                                 param_dtype, cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32,
@@ -450,7 +436,7 @@ struct Trainer::Impl {
          to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
     if (backend)
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
-           backend->device_name(), comm_backend(cfg) == CommBackend::kMpiStaged ? "MPI staged through host memory" : "NCCL",
+           backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
            param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
          "{:.1f} GFLOP/s",

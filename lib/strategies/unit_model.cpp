@@ -52,7 +52,7 @@ std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTO
 }
 
 #ifndef GPT_HAVE_CUDA
-std::unique_ptr<DeviceBackend> make_device_backend(int, DType, MemoryTracker*) {
+std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout&, bool, DType, MemoryTracker*) {
   throw ConfigError("invalid device = 'cuda': this build has no CUDA (configure with a CUDA toolkit present)");
 }
 #endif

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/mpi_env.hpp"
 #include "core/memory.hpp"
 #include "model/gpt.hpp"
 #include "model/layout.hpp"
@@ -52,7 +53,10 @@ class DeviceBackend {
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
 };
-// `device`: the CUDA device of this rank (ranks may share one).
-std::unique_ptr<DeviceBackend> make_device_backend(int device, DType param_dtype, MemoryTracker* tracker);
+// The rank's GPU is chosen by pick_gpu (comm/bootstrap.hpp) from its place
+// on the node; `allow_sharing`: several ranks may use one GPU (MPI
+// collectives; NCCL needs one GPU per rank).
+std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool allow_sharing, DType param_dtype,
+                                                   MemoryTracker* tracker);
 
 }  // namespace gpt

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "comm/bootstrap.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
 #include "core/error.hpp"
@@ -142,8 +143,10 @@ class DeviceModel final : public UnitModel {
 
 class CudaBackend final : public DeviceBackend {
  public:
-  CudaBackend(int device, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
-    device_ = select(device);  // before anything is allocated on it
+  CudaBackend(const NodeLayout& node, bool allow_sharing, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
+    // The device is selected before anything is allocated on it.
+    device_ = pick_gpu(node.local_rank, node.local_size, cuda::device_count(), allow_sharing);
+    GPT_CUDA_OK(cudaSetDevice(device_));
     GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
     mm_ = std::make_unique<cuda::Matmul>(&alloc_);
     arena_ = std::make_unique<DeviceArena>(&alloc_, stream_);
@@ -167,12 +170,6 @@ class CudaBackend final : public DeviceBackend {
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
 
  private:
-  static int select(int device) {
-    const int n = cuda::device_count();
-    if (n == 0) throw ConfigError("invalid device = 'cuda': no CUDA device on this machine");
-    GPT_CUDA_OK(cudaSetDevice(device % n));
-    return device % n;
-  }
   DType pt_;
   int device_ = 0;
   cuda::DeviceAllocator alloc_;
@@ -184,8 +181,9 @@ class CudaBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::unique_ptr<DeviceBackend> make_device_backend(int device, DType param_dtype, MemoryTracker* tracker) {
-  return std::make_unique<CudaBackend>(device, param_dtype, tracker);
+std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool allow_sharing, DType param_dtype,
+                                                   MemoryTracker* tracker) {
+  return std::make_unique<CudaBackend>(node, allow_sharing, param_dtype, tracker);
 }
 
 }  // namespace gpt
