@@ -55,48 +55,41 @@ class EmuArena final : public Arena {
   double norm_ = 0;
 };
 
+// The host model (make_host_model) on fp32 copies of the bf16 parameters;
+// each gradient is widened before the model accumulates into it and
+// rounded back after.
 class EmuModel final : public UnitModel {
  public:
   EmuModel(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker)
-      : L_(layout), m_(layout, opt, tracker) {}
-  void set_shape(int B, int Tn) override { m_.set_shape(B, Tn); }
-  void set_batch(const int32_t* tokens, const int32_t* targets) override {
-    tokens_ = tokens;
-    targets_ = targets;
-  }
-  void forward_embedding(const void* emb) override { m_.forward_embedding(wide(E(), emb, 0), tokens_); }
+      : L_(layout), host_(make_host_model(layout, opt, tracker)) {}
+  void set_shape(int B, int Tn) override { host_->set_shape(B, Tn); }
+  void set_batch(const int32_t* tokens, const int32_t* targets) override { host_->set_batch(tokens, targets); }
+  void forward_embedding(const void* emb) override { host_->forward_embedding(wide(E(), emb, 0)); }
   void forward_block(int layer, const void* block) override {
-    m_.forward_block(layer, wide(L_.block_unit(layer), block, 0));
+    host_->forward_block(layer, wide(L_.block_unit(layer), block, 0));
   }
   void forward_head(const void* fin, const void* emb, void* emb_grad, float loss_scale) override {
     const float* f = wide(L_.final_unit(), fin, 0);
     const float* e = wide(E(), emb, 1);
-    float* g = emb_grad ? wide_grad(E(), emb_grad) : nullptr;
-    sum_ += m_.forward_head(f, e, targets_, g, loss_scale);
-    ++calls_;
+    host_->forward_head(f, e, emb_grad ? wide_grad(E(), emb_grad) : nullptr, loss_scale);
     if (emb_grad) narrow_grad(E(), emb_grad);
   }
-  double take_loss() override {
-    const double mean = calls_ ? sum_ / calls_ : 0.0;
-    sum_ = 0;
-    calls_ = 0;
-    return mean;
-  }
+  double take_loss() override { return host_->take_loss(); }
   void backward_final(const void* fin, void* fin_grad) override {
-    m_.backward_final(wide(L_.final_unit(), fin, 0), wide_grad(L_.final_unit(), fin_grad));
+    host_->backward_final(wide(L_.final_unit(), fin, 0), wide_grad(L_.final_unit(), fin_grad));
     narrow_grad(L_.final_unit(), fin_grad);
   }
   void backward_block(int layer, const void* block, void* g) override {
     const size_t u = L_.block_unit(layer);
-    m_.backward_block(layer, wide(u, block, 0), wide_grad(u, g));
+    host_->backward_block(layer, wide(u, block, 0), wide_grad(u, g));
     narrow_grad(u, g);
   }
   void backward_embedding(void* emb_grad) override {
-    m_.backward_embedding(tokens_, wide_grad(E(), emb_grad));
+    host_->backward_embedding(wide_grad(E(), emb_grad));
     narrow_grad(E(), emb_grad);
   }
   void logits_row(const void* fin, const void* emb, int64_t row, float* out) override {
-    m_.logits_row(wide(L_.final_unit(), fin, 0), wide(E(), emb, 1), row, out);
+    host_->logits_row(wide(L_.final_unit(), fin, 0), wide(E(), emb, 1), row, out);
   }
 
  private:
@@ -117,12 +110,8 @@ class EmuModel final : public UnitModel {
     for (int64_t i = 0; i < L_.unit(u).numel; ++i) static_cast<uint16_t*>(g)[i] = f32_to_bf16(grad_[size_t(i)]);
   }
   const ParamLayout& L_;
-  GPT<float> m_;
-  const int32_t* tokens_ = nullptr;
-  const int32_t* targets_ = nullptr;
+  std::unique_ptr<UnitModel> host_;
   std::vector<float> params_[2], grad_;
-  double sum_ = 0;
-  int calls_ = 0;
 };
 
 class EmuBackend final : public DeviceBackend {
