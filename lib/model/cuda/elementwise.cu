@@ -69,21 +69,28 @@ void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s) {
 
 int64_t sum_squares_scratch() { return kSumBlocks; }
 
-template <typename T>
-void sum_squares(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
+namespace {
+
+// *out += sum of x[i] (squared with kSquare): per-block partials, then one
+// thread adds them in block order.
+template <typename T, bool kSquare>
+void sum_into(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
   if (n == 0) return;
-  sum_kernel<T, true><<<kSumBlocks, kSumThreads, 0, s>>>(x, n, scratch);
+  sum_kernel<T, kSquare><<<kSumBlocks, kSumThreads, 0, s>>>(x, n, scratch);
   GPT_CUDA_LAUNCHED();
   sum_partials_kernel<<<1, 1, 0, s>>>(scratch, kSumBlocks, out);
   GPT_CUDA_LAUNCHED();
 }
 
+}  // namespace
+
+template <typename T>
+void sum_squares(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
+  sum_into<T, true>(x, n, out, scratch, s);
+}
+
 void sum_values(const float* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
-  if (n == 0) return;
-  sum_kernel<float, false><<<kSumBlocks, kSumThreads, 0, s>>>(x, n, scratch);
-  GPT_CUDA_LAUNCHED();
-  sum_partials_kernel<<<1, 1, 0, s>>>(scratch, kSumBlocks, out);
-  GPT_CUDA_LAUNCHED();
+  sum_into<float, false>(x, n, out, scratch, s);
 }
 
 template void convert<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
