@@ -3,7 +3,9 @@
 // no NaN/Inf, nothing written outside the outputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/device_memory.hpp"
@@ -123,27 +125,55 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
   gdw.check_guards();
 }
 
+// Both kernels in bf16 (tensor cores and CUDA cores), the CUDA-core kernels
+// in fp32. T = 75 leaves a partial last tile of 32 and of 64 rows; T = 200
+// streams several K/V (forward, dQ) and Q/dO (dK/dV) tiles.
 TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
-  for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
-    const int64_t B = 2, Tn = 75, C = 128;  // T not a multiple of the 32-row tiles
-    auto qkv = this->in(B * Tn * 3 * C, 1.f, 20 + NH), dy = this->in(B * Tn * C, 1.f, 30 + NH);
-    std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(B * Tn * 3 * C);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), {B, Tn, C, NH});
-    const int kThreads = 256;  // at least OpenMP's thread count (the CPU op checks)
-    std::vector<float> scratch(cpu::attention_scratch_per_thread(Tn) * kThreads);
-    cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), scratch.data(), kThreads,
-                            {B, Tn, C, NH});
-    Dev<T> gqkv(qkv), gdy(dy), gout(B * Tn * C), gdqkv(B * Tn * 3 * C);
-    Dev<float> lse(B * NH * Tn), sc(size_t(attention_backward_scratch({B, Tn, C, NH})));
-    attention_forward(gout.data(), lse.data(), gqkv.data(), {B, Tn, C, NH}, nullptr);
-    attention_backward(gdqkv.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(), {B, Tn, C, NH},
-                       nullptr);
-    this->expect_close(gout.download(), out, "attention out");
-    this->expect_close(gdqkv.download(), dqkv, "attention dqkv");
-    gout.check_guards();
-    gdqkv.check_guards();
-    lse.check_guards();
+  std::vector<AttentionKernel> kernels = {AttentionKernel::kSimt};
+  if constexpr (std::is_same_v<T, bf16>) kernels.push_back(AttentionKernel::kTensorCore);
+  for (int64_t Tn : {75, 200}) {
+    for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
+      const int64_t B = 2, C = 128;
+      auto qkv = this->in(B * Tn * 3 * C, 1.f, 20 + NH + Tn), dy = this->in(B * Tn * C, 1.f, 30 + NH + Tn);
+      std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(B * Tn * 3 * C);
+      cpu::attention_forward(out.data(), att.data(), qkv.data(), {B, Tn, C, NH});
+      const int kThreads = 256;  // at least OpenMP's thread count (the CPU op checks)
+      std::vector<float> scratch(cpu::attention_scratch_per_thread(Tn) * kThreads);
+      cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), scratch.data(), kThreads,
+                              {B, Tn, C, NH});
+      Dev<T> gqkv(qkv), gdy(dy);
+      for (AttentionKernel kernel : kernels) {
+        SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH
+                                          << (kernel == AttentionKernel::kTensorCore ? " tensor cores" : " simt"));
+        Dev<T> gout(B * Tn * C), gdqkv(B * Tn * 3 * C), again(B * Tn * 3 * C);
+        Dev<float> lse(B * NH * Tn), sc(size_t(attention_backward_scratch({B, Tn, C, NH})));
+        attention_forward(gout.data(), lse.data(), gqkv.data(), {B, Tn, C, NH}, nullptr, kernel);
+        attention_backward(gdqkv.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(),
+                           {B, Tn, C, NH}, nullptr, kernel);
+        attention_backward(again.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(),
+                           {B, Tn, C, NH}, nullptr, kernel);
+        this->expect_close(gout.download(), out, "attention out");
+        this->expect_close(gdqkv.download(), dqkv, "attention dqkv");
+        EXPECT_EQ(gdqkv.download(), again.download()) << "attention backward is not deterministic";
+        // lse against the CPU probabilities: att[i][i] = exp(s_ii - lse_i).
+        const auto glse = lse.download();
+        std::vector<float> diag_p(glse.size()), want_p(glse.size());
+        for (int64_t bh = 0; bh < B * NH; ++bh)
+          for (int64_t i = 0; i < Tn; ++i) {
+            const int64_t b = bh / NH, h = bh % NH, hs = C / NH;
+            float s = 0.f;
+            for (int64_t d = 0; d < hs; ++d)
+              s += qkv[(b * Tn + i) * 3 * C + h * hs + d] * qkv[(b * Tn + i) * 3 * C + C + h * hs + d];
+            diag_p[bh * Tn + i] = std::exp(s / std::sqrt(float(hs)) - glse[bh * Tn + i]);
+            want_p[bh * Tn + i] = att[(bh * Tn + i) * Tn + i];
+          }
+        EXPECT_LE(rel_error(diag_p, want_p), 1e-4) << "log-sum-exp";
+        gout.check_guards();
+        gdqkv.check_guards();
+        lse.check_guards();
+      }
+    }
   }
 }
 

@@ -1,6 +1,9 @@
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_tc.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/dtype.cuh"
 
@@ -209,12 +212,16 @@ void forward_hs(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaS
 }
 
 template <typename T, int HS>
-void backward_hs(T* dqkv, float* delta, const T* dout, const T* qkv, const T* out, const float* lse,
-                 const AttentionShape& s, cudaStream_t stream) {
+void delta_hs(float* delta, const T* dout, const T* out, const AttentionShape& s, cudaStream_t stream) {
   const int64_t rows = s.B * s.NH * s.T;
   attention_delta_kernel<T, HS><<<blocks_for(rows, 256), 256, 0, stream>>>(delta, dout, out, int(s.T), int(s.C),
                                                                            int(s.NH), rows);
   GPT_CUDA_LAUNCHED();
+}
+
+template <typename T, int HS>
+void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const float* lse, const AttentionShape& s,
+                 cudaStream_t stream) {
   dim3 grid(unsigned((s.T + kTile - 1) / kTile), unsigned(s.B * s.NH));
   const float scale = 1.f / sqrtf(float(HS));
   attention_dkv_kernel<T, HS><<<grid, 32, 0, stream>>>(dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
@@ -225,34 +232,64 @@ void backward_hs(T* dqkv, float* delta, const T* dout, const T* qkv, const T* ou
   GPT_CUDA_LAUNCHED();
 }
 
+void require_head_size(const AttentionShape& s) {
+  if (!attention_supported(s.C / s.NH))
+    throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32 or 64)");
+}
+
+// Whether to run the tensor-core kernels on these buffers.
+template <typename T>
+bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::initializer_list<const void*> ptrs) {
+  if (kernel == AttentionKernel::kSimt) return false;
+  bool ok = false;
+  if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
+  if (kernel == AttentionKernel::kTensorCore && !ok)
+    throw_error("tensor-core attention needs bf16, C a multiple of 8, 16-byte aligned buffers and compute "
+                "capability >= 8.0");
+  return ok;
+}
+
 }  // namespace
 
 bool attention_supported(int64_t hs) { return hs == 32 || hs == 64; }
 
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream) {
-  switch (s.C / s.NH) {
-    case 32: return forward_hs<T, 32>(out, lse, qkv, s, stream);
-    case 64: return forward_hs<T, 64>(out, lse, qkv, s, stream);
+void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,
+                       AttentionKernel kernel) {
+  require_head_size(s);
+  if (use_tensor_cores<T>(kernel, s, {out, qkv})) {
+    if constexpr (std::is_same_v<T, bf16>) detail::attention_forward_tc(out, lse, qkv, s, stream);
+    return;
   }
-  throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32 or 64)");
+  if (s.C / s.NH == 32) return forward_hs<T, 32>(out, lse, qkv, s, stream);
+  forward_hs<T, 64>(out, lse, qkv, s, stream);
 }
 
 template <typename T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const AttentionShape& s, cudaStream_t stream) {
-  switch (s.C / s.NH) {
-    case 32: return backward_hs<T, 32>(dqkv, scratch, dout, qkv, out, lse, s, stream);
-    case 64: return backward_hs<T, 64>(dqkv, scratch, dout, qkv, out, lse, s, stream);
+                        const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel) {
+  require_head_size(s);
+  const bool hs32 = s.C / s.NH == 32;
+  float* delta = scratch;
+  if (hs32)
+    delta_hs<T, 32>(delta, dout, out, s, stream);
+  else
+    delta_hs<T, 64>(delta, dout, out, s, stream);
+  if (use_tensor_cores<T>(kernel, s, {dqkv, dout, qkv})) {
+    if constexpr (std::is_same_v<T, bf16>) detail::attention_backward_tc(dqkv, delta, dout, qkv, out, lse, s, stream);
+    return;
   }
-  throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32 or 64)");
+  if (hs32) return backward_hs<T, 32>(dqkv, delta, dout, qkv, lse, s, stream);
+  backward_hs<T, 64>(dqkv, delta, dout, qkv, lse, s, stream);
 }
 
-template void attention_forward<float>(float*, float*, const float*, const AttentionShape&, cudaStream_t);
-template void attention_forward<bf16>(bf16*, float*, const bf16*, const AttentionShape&, cudaStream_t);
+template void attention_forward<float>(float*, float*, const float*, const AttentionShape&, cudaStream_t,
+                                       AttentionKernel);
+template void attention_forward<bf16>(bf16*, float*, const bf16*, const AttentionShape&, cudaStream_t,
+                                      AttentionKernel);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*,
-                                        const AttentionShape&, cudaStream_t);
+                                        const AttentionShape&, cudaStream_t, AttentionKernel);
 template void attention_backward<bf16>(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*,
-                                       const AttentionShape&, cudaStream_t);
+                                       const AttentionShape&, cudaStream_t, AttentionKernel);
 
 }  // namespace gpt::cuda

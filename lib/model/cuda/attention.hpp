@@ -7,11 +7,16 @@
 // q | k | v, head h at columns [h*hs, (h+1)*hs) of each; scores are scaled
 // by 1/sqrt(hs). All arithmetic is fp32 whatever the storage type.
 //
-// Kernels: one lane per query row (forward, dq) or per key row (dk, dv),
-// online softmax in registers, key/value or query tiles of 32 rows in shared
-// memory. Every output element is written by exactly one thread, so results
-// are deterministic. Head sizes 32 and 64 are compiled (every GPT-2 size
-// uses 64); attention_supported() says whether a head size is.
+// Two implementations, both deterministic (every output element is written
+// by exactly one thread) and both for head sizes 32 and 64 (every GPT-2 size
+// uses 64; attention_supported() says whether a head size is):
+//  - kTensorCore (attention_tc.cu, bf16 only): FlashAttention-2 structure on
+//    bf16 tensor cores with fp32 accumulation, 64-row tiles;
+//  - kSimt: CUDA cores, one lane per query row (forward, dq) or key row (dk,
+//    dv), online softmax in registers, 32-row tiles; the fp32 path, and the
+//    reference the tensor-core kernels are tested and benchmarked against.
+// kAuto takes the tensor cores whenever they apply (bf16, C a multiple of 8,
+// 16-byte aligned pointers, compute capability >= 8.0).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,11 +31,15 @@ struct AttentionShape {
   int64_t B, T, C, NH;
 };
 
+enum class AttentionKernel { kAuto, kSimt, kTensorCore };
+
 bool attention_supported(int64_t head_size);
 
-// out[B, T, C]; lse[B, NH, T] saved for backward.
+// out[B, T, C]; lse[B, NH, T] saved for backward. kTensorCore where it does
+// not apply is an error.
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream);
+void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,
+                       AttentionKernel kernel = AttentionKernel::kAuto);
 
 // Floats of scratch attention_backward needs ([B, NH, T]).
 inline int64_t attention_backward_scratch(const AttentionShape& s) { return s.B * s.NH * s.T; }
@@ -39,6 +48,6 @@ inline int64_t attention_backward_scratch(const AttentionShape& s) { return s.B 
 // the forward's out and lse.
 template <typename T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const AttentionShape& s, cudaStream_t stream);
+                        const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto);
 
 }  // namespace gpt::cuda

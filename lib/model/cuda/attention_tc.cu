@@ -1,0 +1,416 @@
+// Tensor-core causal attention (FlashAttention-2 structure on WMMA).
+//
+// Tiles are 64 rows; a block has 4 warps and each warp owns 16 rows of the
+// block's tile for the whole kernel, so the products, the softmax and the
+// accumulation of one warp touch only its own rows of shared memory and need
+// __syncwarp, not __syncthreads. Block-wide barriers only guard the shared
+// tiles that every warp reads (the streamed K/V or Q/dO tiles).
+//
+// Per-row element-wise work: lane l of a warp handles row l/2 of the warp's
+// 16 and the columns of parity l%2 (interleaved, so the 32 lanes fall on
+// at most 2-way conflicting banks); the two lanes of a row combine with one
+// shuffle (xor 1).
+//
+// Forward: O and the row statistics stay in shared memory (O in fp32) so
+// the online-softmax rescale is an ordinary per-row multiply; S = QK^T and
+// O += PV run on tensor cores. Backward: dK/dV (one block per key tile,
+// query tiles streamed) and dQ (one block per query tile, key tiles
+// streamed) are separate kernels with their accumulators in WMMA fragments,
+// so no output has two writers. Fully masked 16x16 blocks of the diagonal
+// tile are skipped. Grids start with the heaviest (most tiles) blocks.
+#include <mma.h>
+
+#include <cstdint>
+
+#include "model/cuda/attention_tc.hpp"
+#include "model/cuda/check.hpp"
+#include "model/cuda/dtype.cuh"
+
+namespace gpt::cuda::detail {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kTileRows = 64;  // rows of every Q/K/V/dO tile
+constexpr int kWarps = 4;      // 16 rows per warp
+constexpr int kThreads = 32 * kWarps;
+constexpr int kLdS = kTileRows + 4;  // fp32 64x64 score tiles (row stride, floats; multiple of 4 for WMMA)
+constexpr int kLdP = kTileRows + 8;  // bf16 64x64 probability tiles (multiple of 8 for WMMA)
+
+template <int HS>
+constexpr int kLdTile = HS + 8;  // bf16 64xHS tiles: padded against bank conflicts
+template <int HS>
+constexpr int kLdOut = HS + 4;  // fp32 64xHS output tile (forward)
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Shared-memory carving: each array starts on a 128-byte boundary (WMMA
+// needs 32), which every size below is a multiple of.
+template <int HS>
+constexpr int tile_bytes() { return kTileRows * kLdTile<HS> * 2; }
+constexpr int score_bytes() { return kTileRows * kLdS * 4; }
+constexpr int prob_bytes() { return kTileRows * kLdP * 2; }
+template <int HS>
+constexpr int forward_smem() { return 3 * tile_bytes<HS>() + score_bytes() + prob_bytes() + kTileRows * kLdOut<HS> * 4; }
+template <int HS>
+constexpr int dkv_smem() { return 4 * tile_bytes<HS>() + 2 * score_bytes() + 2 * prob_bytes() + 2 * kTileRows * 4; }
+template <int HS>
+constexpr int dq_smem() { return 4 * tile_bytes<HS>() + 2 * score_bytes() + prob_bytes(); }
+static_assert(tile_bytes<32>() % 128 == 0 && tile_bytes<64>() % 128 == 0 && score_bytes() % 128 == 0 &&
+              prob_bytes() % 128 == 0 && (kTileRows * kLdOut<32> * 4) % 128 == 0 &&
+              (kTileRows * kLdOut<64> * 4) % 128 == 0);
+// Fragment pointers (row 16*w, column 16*k) stay 32-byte aligned.
+static_assert((16 * kLdTile<32> * 2) % 32 == 0 && (16 * kLdTile<64> * 2) % 32 == 0 && (16 * kLdS * 4) % 32 == 0 &&
+              (16 * kLdP * 2) % 32 == 0 && (16 * kLdOut<32> * 4) % 32 == 0 && (16 * kLdOut<64> * 4) % 32 == 0);
+
+// rows [row0, row0 + 64) x HS columns of a [T, stride] bf16 matrix into a
+// padded shared tile, 16 bytes per load; rows at or past Tn read as zero.
+template <int HS>
+__device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
+  constexpr int kChunks = HS / 8;
+  for (int e = threadIdx.x; e < kTileRows * kChunks; e += kThreads) {
+    const int r = e / kChunks, c = e % kChunks, row = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row < Tn) v = *reinterpret_cast<const uint4*>(src + int64_t(row) * stride + c * 8);
+    *reinterpret_cast<uint4*>(dst + r * kLdTile<HS> + c * 8) = v;
+  }
+}
+
+// n (a multiple of 8) fp32 values times `scale`, rounded to bf16 and stored
+// as 16-byte vectors (dst 16-byte aligned).
+__device__ __forceinline__ void store_row(bf16* dst, const float* src, int n, float scale) {
+  for (int c = 0; c < n; c += 8) {
+    alignas(16) bf16 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __float2bfloat16_rn(src[c + k] * scale);
+    *reinterpret_cast<uint4*>(dst + c) = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
+// acc[n] (n < 4) = A(16 x HS, rows of a) * B^T where B's rows are the 64 rows
+// of b (so acc covers 64 columns); columns blocks n > n_last are skipped
+// (left zero: fully masked).
+template <int HS>
+__device__ __forceinline__ void rows_times_tile_t(FragAcc (&acc)[4], const bf16* a, const bf16* b, int n_last) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n) wmma::fill_fragment(acc[n], 0.f);
+#pragma unroll
+  for (int k = 0; k < HS / 16; ++k) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + k * 16, kLdTile<HS>);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      if (n > n_last) continue;
+      FragBCol fb;  // B^T(d, j) = b[j][d]: column-major view of b
+      wmma::load_matrix_sync(fb, b + n * 16 * kLdTile<HS> + k * 16, kLdTile<HS>);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+  }
+}
+
+template <int HS>
+__device__ __forceinline__ void store_scores(float* dst, FragAcc (&acc)[4]) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n) wmma::store_matrix_sync(dst + n * 16, acc[n], kLdS, wmma::mem_row_major);
+}
+
+// acc[n] (n < HS/16) += P(16 x 64, rows of p) * b (64 x HS), skipping the
+// 16-row blocks k < k_first of b (where P is zero).
+template <int HS>
+__device__ __forceinline__ void accumulate_pb(FragAcc (&acc)[HS / 16], const bf16* p, const bf16* b, int k_first,
+                                              int k_last) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (k < k_first || k > k_last) continue;
+    FragA fa;
+    wmma::load_matrix_sync(fa, p + k * 16, kLdP);
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) {
+      FragBRow fb;
+      wmma::load_matrix_sync(fb, b + k * 16 * kLdTile<HS> + n * 16, kLdTile<HS>);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int LDT = kLdTile<HS>, LDO = kLdOut<HS>;
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ks = qs + kTileRows * LDT;
+  bf16* vs = ks + kTileRows * LDT;
+  float* ss = reinterpret_cast<float*>(vs + kTileRows * LDT);
+  bf16* ps = reinterpret_cast<bf16*>(ss + kTileRows * kLdS);
+  float* os = reinterpret_cast<float*>(ps + kTileRows * kLdP);
+
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
+  const int64_t stride = 3 * int64_t(C);
+  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
+  const int r = warp * 16 + lane / 2, half = lane % 2, i = q0 + r;  // this lane's row
+  float* srow = ss + r * kLdS;
+  bf16* prow = ps + r * kLdP;
+  float* orow = os + r * LDO;
+
+  load_tile<HS>(qs, base, q0, Tn, stride);
+  for (int d = half; d < HS; d += 2) orow[d] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  const int j_end = min(Tn, q0 + kTileRows);
+  for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    load_tile<HS>(ks, base + C, j0, Tn, stride);
+    load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
+    __syncthreads();
+    const bool diagonal = j0 == q0;
+    const int n_last = diagonal ? warp : 3;  // 16-key blocks past the warp's rows are masked
+    FragAcc acc[4];
+    rows_times_tile_t<HS>(acc, qs + warp * 16 * LDT, ks, n_last);
+    store_scores<HS>(ss + warp * 16 * kLdS, acc);
+    __syncwarp();
+    float mx = -INFINITY;
+    for (int c = half; c < kTileRows; c += 2) {
+      const int j = j0 + c;
+      const float s = (j <= i && j < Tn) ? srow[c] * scale : -INFINITY;
+      srow[c] = s;
+      mx = fmaxf(mx, s);
+    }
+    // Key j0 <= i is never masked, so m_new is finite.
+    const float m_new = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)));
+    const float alpha = expf(m - m_new);  // 0 on the first tile
+    float sum = 0.f;
+    for (int c = half; c < kTileRows; c += 2) {
+      const float p = expf(srow[c] - m_new);
+      prow[c] = __float2bfloat16_rn(p);
+      sum += p;
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * alpha + sum;
+    m = m_new;
+    for (int d = half; d < HS; d += 2) orow[d] *= alpha;
+    __syncwarp();
+    FragAcc o[HS / 16];
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n)
+      wmma::load_matrix_sync(o[n], os + warp * 16 * LDO + n * 16, LDO, wmma::mem_row_major);
+    accumulate_pb<HS>(o, ps + warp * 16 * kLdP, vs, 0, n_last);
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n)
+      wmma::store_matrix_sync(os + warp * 16 * LDO + n * 16, o[n], LDO, wmma::mem_row_major);
+    __syncwarp();
+  }
+  if (i >= Tn) return;
+  store_row(out + (int64_t(b) * Tn + i) * C + int64_t(h) * HS + half * (HS / 2), orow + half * (HS / 2), HS / 2,
+            1.f / l);
+  if (half == 0) lse[int64_t(bh) * Tn + i] = m + logf(l);
+#else
+  __trap();
+#endif
+}
+
+// dK, dV for the 64 keys [j0, j0 + 64) of one (b, h); query tiles from j0
+// to the end. Per query tile, with this warp's 16 keys as rows:
+//   S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
+//   dV += P^T dO, dK += dS^T Q (times scale at the end).
+template <int HS>
+__global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                                       const float* delta, int Tn, int C, int NH, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int LDT = kLdTile<HS>;
+  bf16* ks = reinterpret_cast<bf16*>(smem);
+  bf16* vs = ks + kTileRows * LDT;
+  bf16* qs = vs + kTileRows * LDT;
+  bf16* dos = qs + kTileRows * LDT;
+  float* st = reinterpret_cast<float*>(dos + kTileRows * LDT);
+  float* dpt = st + kTileRows * kLdS;
+  bf16* pt = reinterpret_cast<bf16*>(dpt + kTileRows * kLdS);
+  bf16* dst_t = pt + kTileRows * kLdP;
+  float* lse_s = reinterpret_cast<float*>(dst_t + kTileRows * kLdP);
+  float* delta_s = lse_s + kTileRows;
+
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
+  const int64_t stride = 3 * int64_t(C);
+  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
+  const bf16* dbase = dout + int64_t(b) * Tn * C + int64_t(h) * HS;
+  const int r = warp * 16 + lane / 2, half = lane % 2, j = j0 + r;  // this lane's key row
+
+  load_tile<HS>(ks, base + C, j0, Tn, stride);
+  load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
+  FragAcc dk[HS / 16], dv[HS / 16];
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) {
+    wmma::fill_fragment(dk[n], 0.f);
+    wmma::fill_fragment(dv[n], 0.f);
+  }
+  for (int i0 = j0; i0 < Tn; i0 += kTileRows) {
+    __syncthreads();  // every warp is done with the previous Q/dO tile
+    load_tile<HS>(qs, base, i0, Tn, stride);
+    load_tile<HS>(dos, dbase, i0, Tn, C);
+    if (threadIdx.x < kTileRows) {
+      const int i = i0 + threadIdx.x;
+      lse_s[threadIdx.x] = i < Tn ? lse[int64_t(bh) * Tn + i] : 0.f;
+      delta_s[threadIdx.x] = i < Tn ? delta[int64_t(bh) * Tn + i] : 0.f;
+    }
+    __syncthreads();
+    // On the diagonal tile, queries below the warp's first key see none of its keys.
+    const int k_first = i0 == j0 ? warp : 0;
+    FragAcc acc[4];
+    rows_times_tile_t<HS>(acc, ks + warp * 16 * LDT, qs, 3);
+    store_scores<HS>(st + warp * 16 * kLdS, acc);
+    rows_times_tile_t<HS>(acc, vs + warp * 16 * LDT, dos, 3);
+    store_scores<HS>(dpt + warp * 16 * kLdS, acc);
+    __syncwarp();
+    for (int c = half; c < kTileRows; c += 2) {
+      const int i = i0 + c;
+      const bool seen = i < Tn && i >= j;
+      const float p = seen ? expf(st[r * kLdS + c] * scale - lse_s[c]) : 0.f;
+      const float ds = p * (dpt[r * kLdS + c] - delta_s[c]);
+      pt[r * kLdP + c] = __float2bfloat16_rn(p);
+      dst_t[r * kLdP + c] = __float2bfloat16_rn(ds);
+    }
+    __syncwarp();
+    accumulate_pb<HS>(dv, pt + warp * 16 * kLdP, dos, k_first, 3);
+    accumulate_pb<HS>(dk, dst_t + warp * 16 * kLdP, qs, k_first, 3);
+  }
+  // Fragments -> this warp's rows of st (dk) and dpt (dv) -> global.
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) {
+    wmma::store_matrix_sync(st + warp * 16 * kLdS + n * 16, dk[n], kLdS, wmma::mem_row_major);
+    wmma::store_matrix_sync(dpt + warp * 16 * kLdS + n * 16, dv[n], kLdS, wmma::mem_row_major);
+  }
+  __syncwarp();
+  if (j >= Tn) return;
+  bf16* dstk = dqkv + (int64_t(b) * Tn + j) * stride + int64_t(h) * HS + half * (HS / 2);
+  store_row(dstk + C, st + r * kLdS + half * (HS / 2), HS / 2, scale);
+  store_row(dstk + 2 * C, dpt + r * kLdS + half * (HS / 2), HS / 2, 1.f);
+#else
+  __trap();
+#endif
+}
+
+// dQ for the 64 queries [q0, q0 + 64) of one (b, h); key tiles from 0 to the
+// diagonal. Per key tile, with this warp's 16 queries as rows:
+//   S = Q K^T, dP = dO V^T, dS = exp(scale S - lse) (dP - delta), dQ += dS K.
+template <int HS>
+__global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                                      const float* delta, int Tn, int C, int NH, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int LDT = kLdTile<HS>;
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* dos = qs + kTileRows * LDT;
+  bf16* ks = dos + kTileRows * LDT;
+  bf16* vs = ks + kTileRows * LDT;
+  float* ss = reinterpret_cast<float*>(vs + kTileRows * LDT);
+  float* dps = ss + kTileRows * kLdS;
+  bf16* dss = reinterpret_cast<bf16*>(dps + kTileRows * kLdS);
+
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
+  const int64_t stride = 3 * int64_t(C);
+  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
+  const bf16* dbase = dout + int64_t(b) * Tn * C + int64_t(h) * HS;
+  const int r = warp * 16 + lane / 2, half = lane % 2, i = q0 + r;  // this lane's query row
+  const float my_lse = i < Tn ? lse[int64_t(bh) * Tn + i] : 0.f;
+  const float my_delta = i < Tn ? delta[int64_t(bh) * Tn + i] : 0.f;
+
+  load_tile<HS>(qs, base, q0, Tn, stride);
+  load_tile<HS>(dos, dbase, q0, Tn, C);
+  FragAcc dq[HS / 16];
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
+  const int j_end = min(Tn, q0 + kTileRows);
+  for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
+    __syncthreads();  // every warp is done with the previous K/V tile
+    load_tile<HS>(ks, base + C, j0, Tn, stride);
+    load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
+    __syncthreads();
+    const int n_last = j0 == q0 ? warp : 3;
+    FragAcc acc[4];
+    rows_times_tile_t<HS>(acc, qs + warp * 16 * LDT, ks, n_last);
+    store_scores<HS>(ss + warp * 16 * kLdS, acc);
+    rows_times_tile_t<HS>(acc, dos + warp * 16 * LDT, vs, n_last);
+    store_scores<HS>(dps + warp * 16 * kLdS, acc);
+    __syncwarp();
+    for (int c = half; c < kTileRows; c += 2) {
+      const bool seen = i < Tn && j0 + c <= i;
+      const float p = seen ? expf(ss[r * kLdS + c] * scale - my_lse) : 0.f;
+      dss[r * kLdP + c] = __float2bfloat16_rn(p * (dps[r * kLdS + c] - my_delta));
+    }
+    __syncwarp();
+    accumulate_pb<HS>(dq, dss + warp * 16 * kLdP, ks, 0, n_last);
+  }
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n)
+    wmma::store_matrix_sync(ss + warp * 16 * kLdS + n * 16, dq[n], kLdS, wmma::mem_row_major);
+  __syncwarp();
+  if (i >= Tn) return;
+  store_row(dqkv + (int64_t(b) * Tn + i) * stride + int64_t(h) * HS + half * (HS / 2), ss + r * kLdS + half * (HS / 2),
+            HS / 2, scale);
+#else
+  __trap();
+#endif
+}
+
+// Opts the kernel into more than 48 KiB of dynamic shared memory (per
+// device; cheap enough to repeat per launch) and launches it.
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, int smem, dim3 grid, cudaStream_t stream, Args... args) {
+  GPT_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<grid, kThreads, smem, stream>>>(args...);
+  GPT_CUDA_LAUNCHED();
+}
+
+template <int HS>
+void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
+  const dim3 grid(unsigned((s.T + kTileRows - 1) / kTileRows), unsigned(s.B * s.NH));
+  launch(forward_kernel<HS>, forward_smem<HS>(), grid, stream, out, lse, qkv, int(s.T), int(s.C), int(s.NH),
+         1.f / sqrtf(float(HS)));
+}
+
+template <int HS>
+void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
+                 const AttentionShape& s, cudaStream_t stream) {
+  const dim3 grid(unsigned((s.T + kTileRows - 1) / kTileRows), unsigned(s.B * s.NH));
+  const float scale = 1.f / sqrtf(float(HS));
+  launch(dkv_kernel<HS>, dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
+         scale);
+  launch(dq_kernel<HS>, dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
+         scale);
+}
+
+}  // namespace
+
+bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs) {
+  const int64_t hs = s.C / s.NH;
+  if ((hs != 32 && hs != 64) || s.C % 8 != 0) return false;
+  for (int k = 0; k < nptrs; ++k)
+    if (reinterpret_cast<uintptr_t>(ptrs[k]) % 16 != 0) return false;
+  int device = 0, major = 0;
+  GPT_CUDA_OK(cudaGetDevice(&device));
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
+}
+
+void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
+  if (s.C / s.NH == 32) return forward_hs<32>(out, lse, qkv, s, stream);
+  forward_hs<64>(out, lse, qkv, s, stream);
+}
+
+void attention_backward_tc(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv, const bf16* /*out*/,
+                           const float* lse, const AttentionShape& s, cudaStream_t stream) {
+  if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream);
+  backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream);
+}
+
+}  // namespace gpt::cuda::detail

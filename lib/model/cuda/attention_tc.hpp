@@ -1,0 +1,31 @@
+// Tensor-core (bf16 WMMA, fp32 accumulation) kernels of the fused causal
+// attention declared in attention.hpp. Internal to the backend: callers go
+// through attention_forward/attention_backward, which pick these kernels
+// when attention_tensor_core_ok() holds.
+//
+// Same contracts as the CUDA-core kernels (out, lse, dqkv; deterministic:
+// every output element has one writer, no atomics). Differences that change
+// results within bf16 rounding: the probabilities P and the score gradients
+// dS are rounded to bf16 before they enter a tensor-core product, as in
+// FlashAttention-2.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "model/cuda/attention.hpp"
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda::detail {
+
+// bf16 storage, head size 32 or 64, C a multiple of 8 and every pointer
+// 16-byte aligned (the kernels move 16-byte vectors), device of compute
+// capability 8.0 or newer.
+bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs);
+
+void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream);
+
+// delta[B, NH, T] is scratch (attention_backward_scratch floats).
+void attention_backward_tc(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv, const bf16* out,
+                           const float* lse, const AttentionShape& s, cudaStream_t stream);
+
+}  // namespace gpt::cuda::detail
