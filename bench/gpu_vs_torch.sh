@@ -4,7 +4,8 @@
 # autocast + SDPA flash attention + fused AdamW), eager and torch.compile.
 # Same model, batch, sequence length, optimizer and clipping. MFU for every
 # row uses our FLOP count (model/flops.hpp) and the device's peak, so the
-# ratios equal the tokens/s ratios. Prints a table and writes
+# ratios equal the tokens/s ratios. Also times our attention kernels side by
+# side (bench_gpu_attention: tensor cores vs CUDA cores). Prints tables and writes
 # bench/results/gpu-<device>-<date>.json (device, date, git revision, config, numbers).
 #   bench/gpu_vs_torch.sh [BUILD_DIR] [MODEL] [BATCH] [SEQ]
 set -euo pipefail
@@ -20,9 +21,10 @@ for mode in eager compile; do
     echo "warning: PyTorch $mode run failed; row left out" >&2
   fi
 done
+att="$("$build/bench/bench_gpu_attention" --model "$model" --batch "$batch" --seq "$seq" | tee /dev/stderr | grep '^{')" || att='null'
 rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
-printf '%s\n' "${rows[@]}" | "$py" - "$root/bench/results" "$rev$dirty" <<'PY'
+printf '%s\n' "${rows[@]}" | ATTENTION_JSON="$att" "$py" - "$root/bench/results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 ours = rows[0]
@@ -36,7 +38,8 @@ for r in rows:
     print(f"  {r['impl']:<16} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
-       "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows}
+       "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
+       "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null")}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"
 os.makedirs(sys.argv[1], exist_ok=True)

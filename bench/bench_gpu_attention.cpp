@@ -1,0 +1,145 @@
+// The fused causal attention kernels side by side on one GPU: tensor cores
+// (bf16) and CUDA cores (bf16 and fp32), forward and backward timed with
+// CUDA events after warm-up on the same random inputs. Prints a table and
+// one JSON line.
+//
+// FLOPs follow the FlashAttention convention: forward = the two causal
+// products (QK^T, PV) = 2*B*T^2*C, backward = 2.5 x forward (five products;
+// the recomputation inside the backward kernels is not counted as useful).
+//
+//   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_memory.hpp"
+#include "core/cuda/device_query.hpp"
+#include "model/cuda/attention.hpp"
+#include "model/cuda/check.hpp"
+#include "model/config.hpp"
+#include "model/cuda/elementwise.hpp"
+
+namespace {
+
+using namespace gpt;
+
+struct Args {
+  std::string model = "gpt2-124m";
+  int batch = 16, seq = 1024, iters = 20, embd = 0, heads = 0;  // embd, heads: from the model
+};
+
+struct Timing {
+  double fwd_ms, bwd_ms;
+};
+
+template <typename T>
+Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, const float* host_qkv, const float* host_dy,
+                   cuda::DeviceAllocator* alloc, cudaStream_t stream) {
+  const cuda::AttentionShape s{a.batch, a.seq, a.embd, a.heads};
+  const int64_t n_qkv = s.B * s.T * 3 * s.C, n_out = s.B * s.T * s.C;
+  cuda::DeviceBuffer<float> staging(n_qkv, MemCategory::kActivations, alloc);
+  cuda::DeviceBuffer<T> qkv(n_qkv, MemCategory::kActivations, alloc), dqkv(n_qkv, MemCategory::kActivations, alloc);
+  cuda::DeviceBuffer<T> out(n_out, MemCategory::kActivations, alloc), dy(n_out, MemCategory::kActivations, alloc);
+  cuda::DeviceBuffer<float> lse(s.B * s.NH * s.T, MemCategory::kActivations, alloc);
+  cuda::DeviceBuffer<float> scratch(cuda::attention_backward_scratch(s), MemCategory::kActivations, alloc);
+  GPT_CUDA_OK(cudaMemcpy(staging.data(), host_qkv, n_qkv * sizeof(float), cudaMemcpyHostToDevice));
+  cuda::convert(qkv.data(), staging.data(), n_qkv, stream);
+  GPT_CUDA_OK(cudaMemcpy(staging.data(), host_dy, n_out * sizeof(float), cudaMemcpyHostToDevice));
+  cuda::convert(dy.data(), staging.data(), n_out, stream);
+
+  cudaEvent_t e0, e1, e2;
+  GPT_CUDA_OK(cudaEventCreate(&e0));
+  GPT_CUDA_OK(cudaEventCreate(&e1));
+  GPT_CUDA_OK(cudaEventCreate(&e2));
+  float fwd = 0, bwd = 0;
+  for (int it = 0; it < a.iters + 3; ++it) {  // 3 untimed warm-up iterations
+    GPT_CUDA_OK(cudaEventRecord(e0, stream));
+    cuda::attention_forward(out.data(), lse.data(), qkv.data(), s, stream, kernel);
+    GPT_CUDA_OK(cudaEventRecord(e1, stream));
+    cuda::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), s, stream,
+                             kernel);
+    GPT_CUDA_OK(cudaEventRecord(e2, stream));
+    GPT_CUDA_OK(cudaEventSynchronize(e2));
+    if (it < 3) continue;
+    float f = 0, b = 0;
+    GPT_CUDA_OK(cudaEventElapsedTime(&f, e0, e1));
+    GPT_CUDA_OK(cudaEventElapsedTime(&b, e1, e2));
+    fwd += f;
+    bwd += b;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaEventDestroy(e2);
+  return {fwd / a.iters, bwd / a.iters};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Causal attention kernels of the CUDA backend, side by side"};
+  app.add_option("--batch", a.batch, "sequences")->check(CLI::PositiveNumber);
+  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--model", a.model, "model preset (its width and heads)");
+  app.add_option("--iters", a.iters, "timed iterations")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const GPTConfig cfg = preset(a.model);
+    a.embd = int(cfg.n_embd);
+    a.heads = int(cfg.n_head);
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "error: no CUDA device on this machine\n");
+      return 2;
+    }
+    if (a.embd % a.heads != 0 || !cuda::attention_supported(a.embd / a.heads)) {
+      std::fprintf(stderr, "error: --model %s: head size %d / %d is not supported on cuda (32 or 64)\n",
+                   a.model.c_str(), a.embd, a.heads);
+      return 2;
+    }
+    const int64_t n_qkv = int64_t(a.batch) * a.seq * 3 * a.embd, n_out = int64_t(a.batch) * a.seq * a.embd;
+    std::vector<float> qkv(static_cast<size_t>(n_qkv)), dy(static_cast<size_t>(n_out));
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (auto& x : qkv) x = nd(rng);
+    for (auto& x : dy) x = nd(rng);
+    MemoryTracker tracker;
+    cuda::DeviceAllocator alloc(&tracker);
+    cudaStream_t stream;
+    GPT_CUDA_OK(cudaStreamCreate(&stream));
+    const double fwd_flops = 2.0 * a.batch * double(a.seq) * a.seq * a.embd;
+    const std::string dev = cuda::device_name(0);
+    nlohmann::json rows = nlohmann::json::array();
+    struct Case {
+      const char* name;
+      bool bf16;
+      cuda::AttentionKernel kernel;
+    };
+    const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore},
+                          {"simt_bf16", true, cuda::AttentionKernel::kSimt},
+                          {"simt_fp32", false, cuda::AttentionKernel::kSimt}};
+    std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,
+                dev.c_str());
+    std::printf("# %-18s %10s %10s %10s %10s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
+    for (const Case& c : cases) {
+      const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream)
+                              : time_kernel<float>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream);
+      const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
+      std::printf("  %-18s %10.3f %10.3f %10.1f %10.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf);
+      rows.push_back({{"kernel", c.name}, {"fwd_ms", t.fwd_ms}, {"bwd_ms", t.bwd_ms}, {"fwd_tflops", ftf},
+                      {"bwd_tflops", btf}});
+    }
+    const nlohmann::json j = {{"bench", "attention"}, {"device", dev}, {"model", a.model},      {"batch", a.batch},
+                              {"seq", a.seq},         {"embd", a.embd},     {"heads", a.heads},
+                              {"iters", a.iters},     {"results", rows}};
+    std::printf("%s\n", j.dump().c_str());
+    cudaStreamDestroy(stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
