@@ -48,19 +48,48 @@ using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_majo
 using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Shared-memory carving: each array starts on a 128-byte boundary (WMMA
-// needs 32), which every size below is a multiple of.
+// needs 32), which every size below is a multiple of. Carve hands out the
+// arrays of a kernel's dynamic shared memory in order.
 template <int HS>
-constexpr int tile_bytes() { return kTileRows * kLdTile<HS> * 2; }
-constexpr int score_bytes() { return kTileRows * kLdS * 4; }
-constexpr int prob_bytes() { return kTileRows * kLdP * 2; }
+constexpr int kTileBytes = kTileRows * kLdTile<HS> * 2;
+constexpr int kScoreBytes = kTileRows * kLdS * 4;
+constexpr int kProbBytes = kTileRows * kLdP * 2;
 template <int HS>
-constexpr int forward_smem() { return 3 * tile_bytes<HS>() + score_bytes() + prob_bytes() + kTileRows * kLdOut<HS> * 4; }
+constexpr int forward_smem() { return 3 * kTileBytes<HS> + kScoreBytes + kProbBytes + kTileRows * kLdOut<HS> * 4; }
 template <int HS>
-constexpr int dkv_smem() { return 4 * tile_bytes<HS>() + 2 * score_bytes() + 2 * prob_bytes() + 2 * kTileRows * 4; }
+constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + 2 * kProbBytes + 2 * kTileRows * 4; }
 template <int HS>
-constexpr int dq_smem() { return 4 * tile_bytes<HS>() + 2 * score_bytes() + prob_bytes(); }
-static_assert(tile_bytes<32>() % 128 == 0 && tile_bytes<64>() % 128 == 0 && score_bytes() % 128 == 0 &&
-              prob_bytes() % 128 == 0 && (kTileRows * kLdOut<32> * 4) % 128 == 0 &&
+constexpr int dq_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + kProbBytes; }
+template <int HS>
+struct Carve {
+  unsigned char* at;
+  template <typename E>
+  __device__ E* take(int bytes) {
+    E* p = reinterpret_cast<E*>(at);
+    at += bytes;
+    return p;
+  }
+  __device__ bf16* tile() { return take<bf16>(kTileBytes<HS>); }   // 64 x HS bf16, stride kLdTile
+  __device__ float* scores() { return take<float>(kScoreBytes); }  // 64 x 64 fp32, stride kLdS
+  __device__ bf16* probs() { return take<bf16>(kProbBytes); }      // 64 x 64 bf16, stride kLdP
+};
+
+// Where a thread stands: its (b, h), warp, and the row (r within the tile)
+// and column parity it handles in element-wise work; the head's q/k/v and
+// dout columns.
+struct Place {
+  int bh, b, h, warp, lane, r, half;
+  const bf16* qkv;   // q of row 0 of this (b, h); k at +C, v at +2C; row stride 3C
+  const bf16* dout;  // row 0 of this (b, h) in dout; row stride C
+  __device__ Place(const bf16* qkv_all, const bf16* dout_all, int Tn, int C, int NH, int HS)
+      : bh(blockIdx.y), b(bh / NH), h(bh % NH), warp(threadIdx.x / 32), lane(threadIdx.x % 32),
+        r(warp * 16 + lane / 2), half(lane % 2),
+        qkv(qkv_all + int64_t(b) * Tn * 3 * C + int64_t(h) * HS),
+        dout(dout_all ? dout_all + int64_t(b) * Tn * C + int64_t(h) * HS : nullptr) {}
+};
+
+static_assert(kTileBytes<32> % 128 == 0 && kTileBytes<64> % 128 == 0 && kScoreBytes % 128 == 0 &&
+              kProbBytes % 128 == 0 && (kTileRows * kLdOut<32> * 4) % 128 == 0 &&
               (kTileRows * kLdOut<64> * 4) % 128 == 0);
 // Fragment pointers (row 16*w, column 16*k) stay 32-byte aligned.
 static_assert((16 * kLdTile<32> * 2) % 32 == 0 && (16 * kLdTile<64> * 2) % 32 == 0 && (16 * kLdS * 4) % 32 == 0 &&
@@ -90,11 +119,12 @@ __device__ __forceinline__ void store_row(bf16* dst, const float* src, int n, fl
   }
 }
 
-// acc[n] (n < 4) = A(16 x HS, rows of a) * B^T where B's rows are the 64 rows
-// of b (so acc covers 64 columns); columns blocks n > n_last are skipped
-// (left zero: fully masked).
+// dst (16 x 64 fp32, stride kLdS) = A B^T: A is 16 x HS (rows of a), B the
+// 64 rows of b. Column blocks n > n_last are skipped and stored as zero
+// (fully masked).
 template <int HS>
-__device__ __forceinline__ void rows_times_tile_t(FragAcc (&acc)[4], const bf16* a, const bf16* b, int n_last) {
+__device__ __forceinline__ void score_tile(float* dst, const bf16* a, const bf16* b, int n_last) {
+  FragAcc acc[4];
 #pragma unroll
   for (int n = 0; n < 4; ++n) wmma::fill_fragment(acc[n], 0.f);
 #pragma unroll
@@ -109,10 +139,6 @@ __device__ __forceinline__ void rows_times_tile_t(FragAcc (&acc)[4], const bf16*
       wmma::mma_sync(acc[n], fa, fb, acc[n]);
     }
   }
-}
-
-template <int HS>
-__device__ __forceinline__ void store_scores(float* dst, FragAcc (&acc)[4]) {
 #pragma unroll
   for (int n = 0; n < 4; ++n) wmma::store_matrix_sync(dst + n * 16, acc[n], kLdS, wmma::mem_row_major);
 }
@@ -142,19 +168,18 @@ __global__ void __launch_bounds__(kThreads)
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>, LDO = kLdOut<HS>;
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* ks = qs + kTileRows * LDT;
-  bf16* vs = ks + kTileRows * LDT;
-  float* ss = reinterpret_cast<float*>(vs + kTileRows * LDT);
-  bf16* ps = reinterpret_cast<bf16*>(ss + kTileRows * kLdS);
-  float* os = reinterpret_cast<float*>(ps + kTileRows * kLdP);
+  Carve<HS> carve{smem};
+  bf16 *qs = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
+  float* ss = carve.scores();
+  bf16* ps = carve.probs();
+  float* os = carve.template take<float>(kTileRows * LDO * 4);
 
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const Place at(qkv, nullptr, Tn, C, NH, HS);
+  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
-  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
-  const int r = warp * 16 + lane / 2, half = lane % 2, i = q0 + r;  // this lane's row
+  const bf16* base = at.qkv;
+  const int i = q0 + r;  // this lane's query row
   float* srow = ss + r * kLdS;
   bf16* prow = ps + r * kLdP;
   float* orow = os + r * LDO;
@@ -170,9 +195,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const bool diagonal = j0 == q0;
     const int n_last = diagonal ? warp : 3;  // 16-key blocks past the warp's rows are masked
-    FragAcc acc[4];
-    rows_times_tile_t<HS>(acc, qs + warp * 16 * LDT, ks, n_last);
-    store_scores<HS>(ss + warp * 16 * kLdS, acc);
+    score_tile<HS>(ss + warp * 16 * kLdS, qs + warp * 16 * LDT, ks, n_last);
     __syncwarp();
     float mx = -INFINITY;
     for (int c = half; c < kTileRows; c += 2) {
@@ -224,24 +247,19 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>;
-  bf16* ks = reinterpret_cast<bf16*>(smem);
-  bf16* vs = ks + kTileRows * LDT;
-  bf16* qs = vs + kTileRows * LDT;
-  bf16* dos = qs + kTileRows * LDT;
-  float* st = reinterpret_cast<float*>(dos + kTileRows * LDT);
-  float* dpt = st + kTileRows * kLdS;
-  bf16* pt = reinterpret_cast<bf16*>(dpt + kTileRows * kLdS);
-  bf16* dst_t = pt + kTileRows * kLdP;
-  float* lse_s = reinterpret_cast<float*>(dst_t + kTileRows * kLdP);
-  float* delta_s = lse_s + kTileRows;
+  Carve<HS> carve{smem};
+  bf16 *ks = carve.tile(), *vs = carve.tile(), *qs = carve.tile(), *dos = carve.tile();
+  float *st = carve.scores(), *dpt = carve.scores();
+  bf16 *pt = carve.probs(), *dst_t = carve.probs();
+  float* lse_s = carve.template take<float>(kTileRows * 4);
+  float* delta_s = carve.template take<float>(kTileRows * 4);
 
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const Place at(qkv, dout, Tn, C, NH, HS);
+  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
   const int64_t stride = 3 * int64_t(C);
-  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
-  const bf16* dbase = dout + int64_t(b) * Tn * C + int64_t(h) * HS;
-  const int r = warp * 16 + lane / 2, half = lane % 2, j = j0 + r;  // this lane's key row
+  const bf16 *base = at.qkv, *dbase = at.dout;
+  const int j = j0 + r;  // this lane's key row
 
   load_tile<HS>(ks, base + C, j0, Tn, stride);
   load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
@@ -263,11 +281,8 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
     __syncthreads();
     // On the diagonal tile, queries below the warp's first key see none of its keys.
     const int k_first = i0 == j0 ? warp : 0;
-    FragAcc acc[4];
-    rows_times_tile_t<HS>(acc, ks + warp * 16 * LDT, qs, 3);
-    store_scores<HS>(st + warp * 16 * kLdS, acc);
-    rows_times_tile_t<HS>(acc, vs + warp * 16 * LDT, dos, 3);
-    store_scores<HS>(dpt + warp * 16 * kLdS, acc);
+    score_tile<HS>(st + warp * 16 * kLdS, ks + warp * 16 * LDT, qs, 3);
+    score_tile<HS>(dpt + warp * 16 * kLdS, vs + warp * 16 * LDT, dos, 3);
     __syncwarp();
     for (int c = half; c < kTileRows; c += 2) {
       const int i = i0 + c;
@@ -306,21 +321,17 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>;
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* dos = qs + kTileRows * LDT;
-  bf16* ks = dos + kTileRows * LDT;
-  bf16* vs = ks + kTileRows * LDT;
-  float* ss = reinterpret_cast<float*>(vs + kTileRows * LDT);
-  float* dps = ss + kTileRows * kLdS;
-  bf16* dss = reinterpret_cast<bf16*>(dps + kTileRows * kLdS);
+  Carve<HS> carve{smem};
+  bf16 *qs = carve.tile(), *dos = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
+  float *ss = carve.scores(), *dps = carve.scores();
+  bf16* dss = carve.probs();
 
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const Place at(qkv, dout, Tn, C, NH, HS);
+  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
-  const bf16* base = qkv + int64_t(b) * Tn * stride + int64_t(h) * HS;
-  const bf16* dbase = dout + int64_t(b) * Tn * C + int64_t(h) * HS;
-  const int r = warp * 16 + lane / 2, half = lane % 2, i = q0 + r;  // this lane's query row
+  const bf16 *base = at.qkv, *dbase = at.dout;
+  const int i = q0 + r;  // this lane's query row
   const float my_lse = i < Tn ? lse[int64_t(bh) * Tn + i] : 0.f;
   const float my_delta = i < Tn ? delta[int64_t(bh) * Tn + i] : 0.f;
 
@@ -336,11 +347,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
     load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
     __syncthreads();
     const int n_last = j0 == q0 ? warp : 3;
-    FragAcc acc[4];
-    rows_times_tile_t<HS>(acc, qs + warp * 16 * LDT, ks, n_last);
-    store_scores<HS>(ss + warp * 16 * kLdS, acc);
-    rows_times_tile_t<HS>(acc, dos + warp * 16 * LDT, vs, n_last);
-    store_scores<HS>(dps + warp * 16 * kLdS, acc);
+    score_tile<HS>(ss + warp * 16 * kLdS, qs + warp * 16 * LDT, ks, n_last);
+    score_tile<HS>(dps + warp * 16 * kLdS, dos + warp * 16 * LDT, vs, n_last);
     __syncwarp();
     for (int c = half; c < kTileRows; c += 2) {
       const bool seen = i < Tn && j0 + c <= i;
