@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -29,6 +30,10 @@ namespace {
 static_assert(sizeof(smem) >= size_t(dkv_smem<64>()) && sizeof(smem) >= size_t(dq_smem<64>()) &&
               sizeof(smem) >= size_t(forward_smem<64>()));
 
+// Normalised error bound against fp32: the outputs' own bf16 rounding is
+// about 2^-9/sqrt(3) = 1.1e-3 rms, and P and dS are rounded to bf16 before
+// their products (as on the GPU); measured 1.8e-3 (out) to 2.4e-3 (dqkv).
+constexpr double kTolerance = 5e-3;
 constexpr int kGuard = 64;  // elements each side of every output that must stay untouched
 constexpr float kSentinel = 12345.f;
 
@@ -74,6 +79,7 @@ void run(dim3 grid, int smem_bytes, Body body) {
 struct Case {
   int B, T, C, NH;
 };
+void PrintTo(const Case& k, std::ostream* os) { *os << "B=" << k.B << " T=" << k.T << " C=" << k.C << " NH=" << k.NH; }
 
 class EmulatedTensorCoreAttention : public ::testing::TestWithParam<Case> {};
 
@@ -101,7 +107,7 @@ void check(const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
   run(grid, forward_smem<HS>(), [&] { forward_kernel<HS>(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
   const std::vector<float> out_f = out.values();
-  EXPECT_LE(rel_error(out_f, out_ref), 1.5e-2) << "out";
+  EXPECT_LE(rel_error(out_f, out_ref), kTolerance) << "out";
 
   // log-sum-exp: exp(s_ii - lse_i) is the CPU's diagonal probability.
   std::vector<float> diag(n_rows), diag_ref(n_rows);
@@ -132,7 +138,7 @@ void check(const Case& k) {
     dq_kernel<HS>(dqkv.data(), dy.data(), qkv.data(), lse.data(), delta.data(), Tn, C, NH, scale);
   });
   const std::vector<float> dqkv_f = dqkv.values();
-  EXPECT_LE(rel_error(dqkv_f, dqkv_ref), 1.5e-2) << "dqkv";
+  EXPECT_LE(rel_error(dqkv_f, dqkv_ref), kTolerance) << "dqkv";
   // Each third (dq, dk, dv) on its own, so one wrong part cannot hide in the whole.
   for (int part = 0; part < 3; ++part) {
     std::vector<float> got, want;
@@ -141,7 +147,7 @@ void check(const Case& k) {
         got.push_back(dqkv_f[row * 3 * C + part * C + c]);
         want.push_back(dqkv_ref[row * 3 * C + part * C + c]);
       }
-    EXPECT_LE(rel_error(got, want), 1.5e-2) << "part " << "qkv"[part];
+    EXPECT_LE(rel_error(got, want), kTolerance) << "part " << "qkv"[part];
   }
   EXPECT_TRUE(out.guards_intact() && lse.guards_intact() && dqkv.guards_intact()) << "write outside an output";
 }
