@@ -7,9 +7,12 @@
 //  - threadIdx / blockIdx / gridDim / blockDim, one block at a time;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
 //    __shfl_xor_sync (through a per-warp exchange slot and two barriers);
-//  - dynamic shared memory: one array the test defines (shared by the
-//    block's threads), filled with 0xFF (NaN as fp32 and bf16) before each
-//    block, so a read of anything the block did not write poisons results;
+//  - dynamic shared memory (dynamic_smem(), for kernel headers that get it
+//    through that function): filled with 0xFF (NaN as fp32 and bf16) before
+//    each block, so a read of anything the block did not write poisons
+//    results, and checked after each block for writes past the launch's
+//    size; static __shared__ arrays become function statics (one block
+//    runs at a time, so the block's threads share them);
 //  - nvcuda::wmma with 16x16x16 fragments: every lane holds the whole tile
 //    (loads by every lane, stores by lane 0 only, so another lane sees a
 //    store only after the kernel's own __syncwarp), fp32 accumulation; each
@@ -50,13 +53,16 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__
+#define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
 inline thread_local uint3 threadIdx;
 inline dim3 blockIdx, gridDim, blockDim;
 
 namespace emulated_cuda {
+
+constexpr size_t kSmemCapacity = 228 * 1024;  // an H100 SM's shared memory
+alignas(128) inline unsigned char g_smem[kSmemCapacity];
 
 struct BlockState {
   explicit BlockState(int threads) : block(threads), shfl(size_t(threads)) {
@@ -72,19 +78,20 @@ inline std::barrier<>& warp_barrier() { return *g_block->warps[threadIdx.x / 32]
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
 
-// Runs body() as grid x threads CUDA threads; smem/smem_bytes: the dynamic
-// shared memory array, poisoned before each block. A rule broken in any
-// thread (an exception) aborts the process with its message: the block's
-// other threads would otherwise wait at the next barrier for ever.
+// Runs body() as grid x threads CUDA threads with smem_bytes of dynamic
+// shared memory. A rule broken in any thread (an exception) aborts the
+// process with its message: the block's other threads would otherwise wait
+// at the next barrier for ever.
 template <typename Body>
-void launch(dim3 grid, int threads, unsigned char* smem, size_t smem_bytes, Body body) {
-  if (threads % 32 != 0) fail("block size must be a multiple of 32");
+void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
+  if (threads % 32 != 0 || threads > 1024) fail("block size must be a multiple of 32, at most 1024");
+  if (smem_bytes > kSmemCapacity) fail("more dynamic shared memory than an SM has");
   gridDim = grid;
   blockDim = dim3(unsigned(threads));
   for (unsigned by = 0; by < grid.y; ++by)
     for (unsigned bx = 0; bx < grid.x; ++bx) {
       blockIdx = dim3(bx, by);
-      std::memset(smem, 0xFF, smem_bytes);
+      std::memset(g_smem, 0xFF, kSmemCapacity);
       BlockState state(threads);
       g_block = &state;
       std::vector<std::thread> pool;
@@ -100,6 +107,12 @@ void launch(dim3 grid, int threads, unsigned char* smem, size_t smem_bytes, Body
         });
       for (auto& th : pool) th.join();
       g_block = nullptr;
+      for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
+        if (g_smem[i] != 0xFF) {
+          char msg[128];
+          std::snprintf(msg, sizeof msg, "shared memory written at byte %zu, past the launch's %zu", i, smem_bytes);
+          fail(msg);
+        }
     }
 }
 
@@ -116,7 +129,9 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   emulated_cuda::warp_barrier().arrive_and_wait();  // nobody overwrites a slot before all have read
   return other;
 }
+inline unsigned char* dynamic_smem() { return emulated_cuda::g_smem; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 [[noreturn]] inline void __trap() { emulated_cuda::fail("__trap"); }
 
 namespace nvcuda::wmma {

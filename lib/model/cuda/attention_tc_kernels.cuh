@@ -65,6 +65,14 @@ template <int HS>
 constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + 2 * kProbBytes + 2 * kTileRows * 4; }
 template <int HS>
 constexpr int dq_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + kProbBytes; }
+#ifndef GPT_EMULATED_CUDA
+// The launch's dynamic shared memory (emulated_cuda.hpp provides its own).
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(128) unsigned char smem[];
+  return smem;
+}
+#endif
+
 template <int HS>
 struct Carve {
   unsigned char* at;
@@ -171,9 +179,8 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>, LDO = kLdOut<HS>;
-  Carve<HS> carve{smem};
+  Carve<HS> carve{dynamic_smem()};
   bf16 *qs = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
   float* ss = carve.scores();
   bf16* ps = carve.probs();
@@ -250,9 +257,8 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                                        const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>;
-  Carve<HS> carve{smem};
+  Carve<HS> carve{dynamic_smem()};
   bf16 *ks = carve.tile(), *vs = carve.tile(), *qs = carve.tile(), *dos = carve.tile();
   float *st = carve.scores(), *dpt = carve.scores();
   bf16 *pt = carve.probs(), *dst_t = carve.probs();
@@ -324,9 +330,8 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                                       const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  extern __shared__ __align__(128) unsigned char smem[];
   constexpr int LDT = kLdTile<HS>;
-  Carve<HS> carve{smem};
+  Carve<HS> carve{dynamic_smem()};
   bf16 *qs = carve.tile(), *dos = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
   float *ss = carve.scores(), *dps = carve.scores();
   bf16* dss = carve.probs();
