@@ -22,7 +22,11 @@
 // distribution across lanes, the launch's shared-memory limit.
 #pragma once
 
+// The CUDA headers first: with a host compiler they define __device__,
+// __shared__ and friends (mostly as nothing); their include guards keep them
+// from redefining ours below when a kernel header includes them again.
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 #include <vector_functions.h>
 #include <vector_types.h>
 

@@ -1,0 +1,132 @@
+// CUDA kernels of the LayerNorm and fused classifier ops, compiled as host
+// C++ and run thread by thread by emulated_cuda.hpp, against the CPU
+// reference ops, in fp32 and bf16. Like test_attention_tc_emulated, this
+// runs without a GPU (in CI); test_cuda_ops runs the same kernels on one.
+#include "emulated_cuda.hpp"
+// (must precede the kernel headers)
+#include "model/cuda/classifier_kernels.cuh"
+#include "model/cuda/layernorm_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/cpu/layernorm.hpp"
+
+namespace gpt::cuda::detail {
+namespace {
+
+std::vector<float> randn(size_t n, float stddev, uint32_t seed, float mean = 0.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(mean, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+template <typename T>
+std::vector<T> to(const std::vector<float>& v) {
+  std::vector<T> out;
+  for (float x : v) out.push_back(T(x));
+  return out;
+}
+template <typename T>
+std::vector<float> widen(const std::vector<T>& v) {
+  std::vector<float> out;
+  for (const T& x : v) out.push_back(float(x));
+  return out;
+}
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += double(got[i] - want[i]) * (got[i] - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// fp32: only the order of additions differs from the CPU; bf16: the
+// outputs' own rounding (2^-9 relative, about 1.1e-3 rms) plus rounded
+// accumulation into bf16 gradients.
+template <typename T>
+double tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-2;
+}
+
+template <typename T>
+class EmulatedKernels : public ::testing::Test {};
+using Types = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(EmulatedKernels, Types);
+
+TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
+  using T = TypeParam;
+  using namespace layernorm_impl;
+  const int64_t N = 37, C = 200;
+  // Inputs representable in T, so CPU and kernel see the same values.
+  const auto x = widen(to<T>(randn(N * C, 2.f, 1, 3.f))), w = widen(to<T>(randn(C, 1.f, 2)));
+  const auto b = widen(to<T>(randn(C, 0.5f, 3))), dy = widen(to<T>(randn(N * C, 1.f, 4)));
+  const auto dx0 = widen(to<T>(randn(N * C, 1.f, 5))), dw0 = widen(to<T>(randn(C, 1.f, 6)));
+  const auto db0 = widen(to<T>(randn(C, 1.f, 7)));
+  std::vector<float> out(N * C), mean(N), rstd(N), dx = dx0, dw = dw0, db = db0;
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                          N, C);
+
+  auto gx = to<T>(x), gw = to<T>(w), gb = to<T>(b), gdy = to<T>(dy), gout = std::vector<T>(N * C);
+  auto gdx = to<T>(dx0), gdw = to<T>(dw0), gdb = to<T>(db0);
+  std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C);
+  emulated_cuda::launch(dim3(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock)), 32 * kRowsPerBlock, 0, [&] {
+    layernorm_forward_kernel<T>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
+  });
+  constexpr int kWarpsPerBlock = 8;  // as layernorm.cu launches it
+  emulated_cuda::launch(dim3(kBackwardWarps / kWarpsPerBlock), 32 * kWarpsPerBlock, 0, [&] {
+    layernorm_backward_kernel<T>(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(),
+                                 grstd.data(), N, C);
+  });
+  emulated_cuda::launch(dim3(unsigned((C + 255) / 256)), 256, 0, [&] {
+    layernorm_param_grad_kernel<T>(gdw.data(), gdb.data(), scratch.data(), kBackwardWarps, C);
+  });
+  EXPECT_LE(rel_error(widen(gout), out), tolerance<T>()) << "out";
+  EXPECT_LE(rel_error(gmean, mean), 1e-5) << "mean";
+  EXPECT_LE(rel_error(grstd, rstd), 1e-5) << "rstd";
+  EXPECT_LE(rel_error(widen(gdx), dx), tolerance<T>()) << "dinp accumulated";
+  EXPECT_LE(rel_error(widen(gdw), dw), tolerance<T>()) << "dw accumulated";
+  EXPECT_LE(rel_error(widen(gdb), db), tolerance<T>()) << "db accumulated";
+}
+
+// Loss per row and, in place of the logits, (softmax - onehot) * scale; the
+// padded columns [V, Vp) get 0 gradient.
+TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
+  using T = TypeParam;
+  using namespace classifier_impl;
+  const int64_t rows = 5, V = 1000, Vp = 1024;
+  const float scale = 0.125f;
+  const auto logits = widen(to<T>(randn(rows * Vp, 3.f, 8)));
+  std::vector<int32_t> targets = {0, 999, 17, 500, 3};
+  std::vector<float> loss(rows), grad(rows * Vp, 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < V; ++j) m = std::max(m, double(logits[r * Vp + j]));
+    for (int64_t j = 0; j < V; ++j) s += std::exp(logits[r * Vp + j] - m);
+    const double lse = m + std::log(s);
+    loss[r] = float(lse - logits[r * Vp + targets[r]]);
+    for (int64_t j = 0; j < V; ++j)
+      grad[r * Vp + j] = float((std::exp(logits[r * Vp + j] - lse) - (j == targets[r] ? 1 : 0)) * scale);
+  }
+  for (bool with_grad : {false, true}) {
+    auto g = to<T>(logits);
+    std::vector<float> glosses(rows);
+    emulated_cuda::launch(dim3(unsigned(rows)), kThreads, 0, [&] {
+      softmax_xent_kernel<T>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
+    });
+    EXPECT_LE(rel_error(glosses, loss), 1e-5) << "losses";
+    EXPECT_LE(rel_error(widen(g), with_grad ? grad : logits), tolerance<T>()) << (with_grad ? "gradient" : "logits");
+  }
+}
+
+}  // namespace
+}  // namespace gpt::cuda::detail
