@@ -14,11 +14,12 @@
 
 #include <cmath>
 #include <ostream>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "model/cpu/attention.hpp"
+#include "rel_error.hpp"
 
 namespace gpt::cuda::detail::tc {
 namespace {
@@ -49,15 +50,7 @@ struct Guarded {
   std::vector<T> v;
 };
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += double(got[i] - want[i]) * (got[i] - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
-}
+using gpt::test::rel_error;
 
 template <typename Body>
 void run(dim3 grid, int smem_bytes, Body body) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/cpu/layernorm.hpp"
+#include "rel_error.hpp"
 
 namespace gpt::cuda::detail {
 namespace {
@@ -39,15 +40,7 @@ std::vector<float> widen(const std::vector<T>& v) {
   return out;
 }
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += double(got[i] - want[i]) * (got[i] - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
-}
+using gpt::test::rel_error;
 
 // fp32: only the order of additions differs from the CPU; bf16: the
 // outputs' own rounding (2^-9 relative, about 1.1e-3 rms) plus rounded
