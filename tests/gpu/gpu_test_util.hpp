@@ -1,15 +1,15 @@
-// Helpers for the GPU tests: skipping without a device, host <-> device
-// copies in either storage type, and the error measure with its tolerance.
+// Helpers for the GPU tests: skipping without a device and host <-> device
+// copies in either storage type; the inputs, the error measure and its
+// tolerance come from kernel_test_util.hpp (shared with the emulated tests).
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <random>
 #include <type_traits>
 #include <vector>
 
 #include "core/cuda/device_query.hpp"
+#include "kernel_test_util.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/types.hpp"
 
@@ -21,23 +21,6 @@ namespace gpt::cuda::test {
   do {                                                                                    \
     if (::gpt::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine"; \
   } while (0)
-
-inline std::vector<float> randn(size_t n, float std, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// Values as the device stores them: bf16 rounding applied on the host, so
-// the CPU reference sees exactly the device's inputs.
-template <typename T>
-std::vector<float> rounded(std::vector<float> v) {
-  if constexpr (std::is_same_v<T, bf16>)
-    for (float& x : v) x = __bfloat162float(__float2bfloat16(x));
-  return v;
-}
 
 // A device array of n elements of T with `guard` sentinel elements on each
 // side; check_guards() fails the test if a kernel wrote outside [0, n).
@@ -92,32 +75,5 @@ class Dev {
   T* base_ = nullptr;
   size_t n_;
 };
-
-// Normalised error ||got - want|| / max(||want||, tiny); fails on NaN/Inf.
-inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) {
-      ADD_FAILURE() << "non-finite value " << got[i] << " at " << i;
-      return INFINITY;
-    }
-    num += double(got[i] - want[i]) * (got[i] - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-
-// Tolerance of the normalised error. fp32: the device and Eigen sum in
-// different orders, so a few ulps per element, ~1e-6 relative; 1e-5 leaves
-// room for reductions over a few thousand terms. bf16: every stored value
-// carries a relative rounding error of at most 2^-9 (~2e-3), and an output
-// computed from rounded inputs and then rounded itself is off by ~2-3 such
-// errors in the norm; 1.5e-2 is ~5x that, while any indexing or math error
-// gives O(1).
-template <typename T>
-constexpr double tolerance() {
-  return std::is_same_v<T, float> ? 1e-5 : 1.5e-2;
-}
 
 }  // namespace gpt::cuda::test

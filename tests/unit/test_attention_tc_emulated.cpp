@@ -18,8 +18,8 @@
 #include <sstream>
 #include <vector>
 
+#include "gpu/kernel_test_util.hpp"
 #include "model/cpu/attention.hpp"
-#include "rel_error.hpp"
 
 namespace gpt::cuda::detail::tc {
 namespace {
@@ -50,7 +50,9 @@ struct Guarded {
   std::vector<T> v;
 };
 
-using gpt::test::rel_error;
+using test::attention_diagonal;
+using test::diagonal_from_lse;
+using test::rel_error;
 
 template <typename Body>
 void run(dim3 grid, int smem_bytes, Body body) {
@@ -84,24 +86,15 @@ void check(const Case& k) {
   cpu::attention_backward(dqkv_ref.data(), dy_f.data(), qkv_f.data(), att.data(), scratch.data(), kScratchThreads,
                           {B, Tn, C, NH});
 
-  const dim3 grid(unsigned((Tn + kTileRows - 1) / kTileRows), unsigned(B * NH));
+  const dim3 grid = tile_grid(B, Tn, NH);
   const float scale = 1.f / std::sqrt(float(HS));
   run(grid, forward_smem<HS>(), [&] { forward_kernel<HS>(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
   const std::vector<float> out_f = out.values();
   EXPECT_LE(rel_error(out_f, out_ref), kTolerance) << "out";
 
   // log-sum-exp: exp(s_ii - lse_i) is the CPU's diagonal probability.
-  std::vector<float> diag(n_rows), diag_ref(n_rows);
-  const std::vector<float> lse_f = lse.values();
-  for (size_t bh = 0; bh < size_t(B) * NH; ++bh)
-    for (int i = 0; i < Tn; ++i) {
-      const size_t b = bh / NH, h = bh % NH, row = (b * Tn + i) * 3 * C + h * HS;
-      float s = 0.f;
-      for (int d = 0; d < HS; ++d) s += qkv_f[row + d] * qkv_f[row + C + d];
-      diag[bh * Tn + i] = std::exp(s * scale - lse_f[bh * Tn + i]);
-      diag_ref[bh * Tn + i] = att[(bh * Tn + i) * Tn + i];
-    }
-  EXPECT_LE(rel_error(diag, diag_ref), 1e-4) << "log-sum-exp";
+  EXPECT_LE(rel_error(diagonal_from_lse(qkv_f, lse.values(), B, Tn, C, NH), attention_diagonal(att, B * NH, Tn)), 1e-4)
+      << "log-sum-exp";
 
   // delta = rowsum(dout * out), as the backward's first kernel computes it.
   std::vector<float> delta(n_rows);

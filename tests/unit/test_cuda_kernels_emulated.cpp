@@ -10,22 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "gpu/kernel_test_util.hpp"
 #include "model/cpu/layernorm.hpp"
-#include "rel_error.hpp"
 
 namespace gpt::cuda::detail {
 namespace {
-
-std::vector<float> randn(size_t n, float stddev, uint32_t seed, float mean = 0.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(mean, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
 
 template <typename T>
 std::vector<T> to(const std::vector<float>& v) {
@@ -40,7 +31,9 @@ std::vector<float> widen(const std::vector<T>& v) {
   return out;
 }
 
-using gpt::test::rel_error;
+using test::randn;
+using test::rounded;
+using test::rel_error;
 
 // fp32: only the order of additions differs from the CPU; bf16: the
 // outputs' own rounding (2^-9 relative, about 1.1e-3 rms) plus rounded
@@ -60,10 +53,12 @@ TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
   using namespace layernorm_impl;
   const int64_t N = 37, C = 200;
   // Inputs representable in T, so CPU and kernel see the same values.
-  const auto x = widen(to<T>(randn(N * C, 2.f, 1, 3.f))), w = widen(to<T>(randn(C, 1.f, 2)));
-  const auto b = widen(to<T>(randn(C, 0.5f, 3))), dy = widen(to<T>(randn(N * C, 1.f, 4)));
-  const auto dx0 = widen(to<T>(randn(N * C, 1.f, 5))), dw0 = widen(to<T>(randn(C, 1.f, 6)));
-  const auto db0 = widen(to<T>(randn(C, 1.f, 7)));
+  auto x0 = randn(N * C, 2.f, 1);
+  for (float& v : x0) v += 3.f;  // a large mean: the two-pass variance must hold up
+  const auto x = rounded<T>(x0), w = rounded<T>(randn(C, 1.f, 2));
+  const auto b = rounded<T>(randn(C, 0.5f, 3)), dy = rounded<T>(randn(N * C, 1.f, 4));
+  const auto dx0 = rounded<T>(randn(N * C, 1.f, 5)), dw0 = rounded<T>(randn(C, 1.f, 6));
+  const auto db0 = rounded<T>(randn(C, 1.f, 7));
   std::vector<float> out(N * C), mean(N), rstd(N), dx = dx0, dw = dw0, db = db0;
   cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
   cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
@@ -75,8 +70,7 @@ TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
   emulated_cuda::launch(dim3(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock)), 32 * kRowsPerBlock, 0, [&] {
     layernorm_forward_kernel<T>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
   });
-  constexpr int kWarpsPerBlock = 8;  // as layernorm.cu launches it
-  emulated_cuda::launch(dim3(kBackwardWarps / kWarpsPerBlock), 32 * kWarpsPerBlock, 0, [&] {
+  emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
     layernorm_backward_kernel<T>(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(),
                                  grstd.data(), N, C);
   });
@@ -98,7 +92,7 @@ TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
   using namespace classifier_impl;
   const int64_t rows = 5, V = 1000, Vp = 1024;
   const float scale = 0.125f;
-  const auto logits = widen(to<T>(randn(rows * Vp, 3.f, 8)));
+  const auto logits = rounded<T>(randn(rows * Vp, 3.f, 8));
   std::vector<int32_t> targets = {0, 999, 17, 500, 3};
   std::vector<float> loss(rows), grad(rows * Vp, 0.f);
   for (int64_t r = 0; r < rows; ++r) {

@@ -276,7 +276,7 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
   else
     delta_hs<T, 64>(delta, dout, out, s, stream);
   if (use_tensor_cores<T>(kernel, s, {dqkv, dout, qkv})) {
-    if constexpr (std::is_same_v<T, bf16>) detail::attention_backward_tc(dqkv, delta, dout, qkv, out, lse, s, stream);
+    if constexpr (std::is_same_v<T, bf16>) detail::attention_backward_tc(dqkv, delta, dout, qkv, lse, s, stream);
     return;
   }
   if (hs32) return backward_hs<T, 32>(dqkv, delta, dout, qkv, lse, s, stream);

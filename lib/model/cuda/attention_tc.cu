@@ -21,7 +21,7 @@ void launch(Kernel kernel, int smem, dim3 grid, cudaStream_t stream, Args... arg
 
 template <int HS>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
-  const dim3 grid(unsigned((s.T + kTileRows - 1) / kTileRows), unsigned(s.B * s.NH));
+  const dim3 grid = tile_grid(s.B, s.T, s.NH);
   launch(forward_kernel<HS>, forward_smem<HS>(), grid, stream, out, lse, qkv, int(s.T), int(s.C), int(s.NH),
          1.f / sqrtf(float(HS)));
 }
@@ -29,7 +29,7 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s,
 template <int HS>
 void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
                  const AttentionShape& s, cudaStream_t stream) {
-  const dim3 grid(unsigned((s.T + kTileRows - 1) / kTileRows), unsigned(s.B * s.NH));
+  const dim3 grid = tile_grid(s.B, s.T, s.NH);
   const float scale = 1.f / sqrtf(float(HS));
   launch(dkv_kernel<HS>, dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
          scale);
@@ -55,8 +55,8 @@ void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const Attentio
   forward_hs<64>(out, lse, qkv, s, stream);
 }
 
-void attention_backward_tc(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv, const bf16* /*out*/,
-                           const float* lse, const AttentionShape& s, cudaStream_t stream) {
+void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
+                           const AttentionShape& s, cudaStream_t stream) {
   if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream);
   backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream);
 }

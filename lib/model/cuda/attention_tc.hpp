@@ -24,8 +24,9 @@ bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, 
 
 void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream);
 
-// delta[B, NH, T] is scratch (attention_backward_scratch floats).
-void attention_backward_tc(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv, const bf16* out,
-                           const float* lse, const AttentionShape& s, cudaStream_t stream);
+// delta[B, NH, T] = rowsum(dout * out), computed by the caller (the same
+// kernel serves both implementations).
+void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
+                           const AttentionShape& s, cudaStream_t stream);
 
 }  // namespace gpt::cuda::detail

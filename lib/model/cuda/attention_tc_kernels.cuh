@@ -65,6 +65,11 @@ template <int HS>
 constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + 2 * kProbBytes + 2 * kTileRows * 4; }
 template <int HS>
 constexpr int dq_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + kProbBytes; }
+
+// Every kernel's grid: x = 64-row tiles of the sequence, y = (b, h).
+inline dim3 tile_grid(int64_t B, int64_t T, int64_t NH) {
+  return dim3(unsigned((T + kTileRows - 1) / kTileRows), unsigned(B * NH));
+}
 #ifndef GPT_EMULATED_CUDA
 // The launch's dynamic shared memory (emulated_cuda.hpp provides its own).
 __device__ __forceinline__ unsigned char* dynamic_smem() {
@@ -156,8 +161,8 @@ __device__ __forceinline__ void score_tile(float* dst, const bf16* a, const bf16
   for (int n = 0; n < 4; ++n) wmma::store_matrix_sync(dst + n * 16, acc[n], kLdS, wmma::mem_row_major);
 }
 
-// acc[n] (n < HS/16) += P(16 x 64, rows of p) * b (64 x HS), skipping the
-// 16-row blocks k < k_first of b (where P is zero).
+// acc[n] (n < HS/16) += P(16 x 64, rows of p) * b (64 x HS), over the
+// 16-row blocks k_first..k_last of b only (P is zero outside them).
 template <int HS>
 __device__ __forceinline__ void accumulate_pb(FragAcc (&acc)[HS / 16], const bf16* p, const bf16* b, int k_first,
                                               int k_last) {

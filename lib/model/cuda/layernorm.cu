@@ -19,8 +19,7 @@ int64_t layernorm_backward_scratch(int64_t C) { return int64_t(kBackwardWarps) *
 template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, float* scratch, const T* dout, const T* inp, const T* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t s) {
-  constexpr int kWarpsPerBlock = 8;
-  layernorm_backward_kernel<T><<<kBackwardWarps / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, s>>>(
+  layernorm_backward_kernel<T><<<kBackwardWarps / kBackwardWarpsPerBlock, 32 * kBackwardWarpsPerBlock, 0, s>>>(
       dinp, scratch, dout, inp, w, mean, rstd, N, C);
   GPT_CUDA_LAUNCHED();
   layernorm_param_grad_kernel<T><<<blocks_for(C, 256), 256, 0, s>>>(dw, db, scratch, kBackwardWarps, C);

@@ -12,6 +12,7 @@ namespace gpt::cuda::detail::layernorm_impl {
 constexpr float kEps = 1e-5f;      // model/cpu/layernorm.hpp's kLayerNormEps
 constexpr int kRowsPerBlock = 8;   // one warp per row
 constexpr int kBackwardWarps = 1024;  // partial dw/db rows: 128 blocks fill an H100; fixed, so the summation order does not depend on N
+constexpr int kBackwardWarpsPerBlock = 8;
 
 // One warp per row; two passes over the row (mean, then centred variance)
 // like the CPU reference.
