@@ -13,13 +13,13 @@
 //    results, and checked after each block for writes past the launch's
 //    size; static __shared__ arrays become function statics (one block
 //    runs at a time, so the block's threads share them);
-//  - nvcuda::wmma with 16x16x16 fragments: every lane holds the whole tile
-//    (loads by every lane, stores by lane 0 only, so another lane sees a
-//    store only after the kernel's own __syncwarp), fp32 accumulation; each
-//    load/store checks WMMA's rules: a 32-byte aligned pointer and ldm a
-//    multiple of 16 bytes.
-// What it does not: timing, occupancy, register limits, the real fragment
-// distribution across lanes, the launch's shared-memory limit.
+//  - mma.sync.m16n8k16 bf16 (mma_m16n8k16_bf16, which model/cuda/mma_bf16.cuh
+//    calls in place of its inline PTX): a warp-collective product over the
+//    lanes' registers in the PTX ISA's fragment layout; ldmatrix.m8n8.x4
+//    (.trans) likewise, checking that every row address is 16-byte aligned
+//    and in shared memory.
+// What it does not: timing, occupancy, register limits, bank conflicts, the
+// launch's shared-memory limit.
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,
@@ -40,7 +40,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 // The CUDA headers define some of these for host compilers; ours win.
@@ -68,13 +67,18 @@ namespace emulated_cuda {
 constexpr size_t kSmemCapacity = 228 * 1024;  // an H100 SM's shared memory
 alignas(128) inline unsigned char g_smem[kSmemCapacity];
 
+struct MmaSlot {
+  uint32_t a[4], b[2];
+  const unsigned char* row;  // ldmatrix
+};
 struct BlockState {
-  explicit BlockState(int threads) : block(threads), shfl(size_t(threads)) {
+  explicit BlockState(int threads) : block(threads), shfl(size_t(threads)), mma(size_t(threads)) {
     for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
   }
   std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<float> shfl;
+  std::vector<MmaSlot> mma;
 };
 inline BlockState* g_block = nullptr;
 
@@ -138,66 +142,68 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 [[noreturn]] inline void __trap() { emulated_cuda::fail("__trap"); }
 
-namespace nvcuda::wmma {
+namespace emulated_cuda {
 
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static_assert(M == 16 && N == 16 && K == 16, "emulated WMMA models 16x16x16 only");
-  float x[16][16];  // the logical tile (rows x columns of A, B or the accumulator)
-};
-
-namespace detail {
-inline float widen(float v) { return v; }
-inline float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-void check(const T* p, unsigned ldm) {
-  if (reinterpret_cast<uintptr_t>(p) % 32 != 0) emulated_cuda::fail("WMMA pointer not 32-byte aligned");
-  if ((ldm * sizeof(T)) % 16 != 0) emulated_cuda::fail("WMMA ldm not a multiple of 16 bytes");
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulation), collective over the warp:
+// every lane posts its registers, each lane rebuilds the 16x16 A and 16x8 B
+// tiles from all 32 lanes by the PTX ISA's fragment layout (the one
+// lib/model/cuda/mma_bf16.cuh documents) and computes its own 4 outputs. A
+// kernel that places values by another layout gets a wrong product here,
+// as it would on the GPU.
+inline float bf16_half(uint32_t reg, int half) {
+  const uint32_t bits = half ? reg >> 16 : reg & 0xFFFFu;
+  float f;
+  const uint32_t widened = bits << 16;
+  std::memcpy(&f, &widened, 4);
+  return f;
 }
-inline bool lane0() { return threadIdx.x % 32 == 0; }
-}  // namespace detail
-
-template <typename Use, typename T, typename Layout>
-void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
-  detail::check(p, ldm);
-  constexpr bool col = std::is_same_v<Layout, col_major>;
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) f.x[r][c] = detail::widen(col ? p[r + c * ldm] : p[r * ldm + c]);
-}
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
-  detail::check(p, ldm);
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) f.x[r][c] = l == mem_col_major ? p[r + c * ldm] : p[r * ldm + c];
-}
-inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t l) {
-  detail::check(p, ldm);
-  if (!detail::lane0()) return;
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) (l == mem_col_major ? p[r + c * ldm] : p[r * ldm + c]) = f.x[r][c];
-}
-template <typename Use, typename T, typename Layout>
-void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, float v) {
-  for (auto& row : f.x)
-    for (float& e : row) e = v;
-}
-template <typename TA, typename LA, typename TB, typename LB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
-              const fragment<matrix_b, 16, 16, 16, TB, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-  fragment<accumulator, 16, 16, 16, float> out;
-  for (int r = 0; r < 16; ++r)
-    for (int col = 0; col < 16; ++col) {
-      float s = c.x[r][col];
-      for (int k = 0; k < 16; ++k) s += a.x[r][k] * b.x[k][col];
-      out.x[r][col] = s;
-    }
-  d = out;
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  auto& slots = g_block->mma;
+  const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
+  MmaSlot& mine = slots[me];
+  std::memcpy(mine.a, a, sizeof a);
+  std::memcpy(mine.b, b, sizeof b);
+  warp_barrier().arrive_and_wait();
+  // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2.
+  auto A = [&](int r, int k) {
+    return bf16_half(slots[warp0 + (r % 8) * 4 + (k % 8) / 2].a[(r >= 8) + 2 * (k >= 8)], k % 2);
+  };
+  // B[k][n]: lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2.
+  auto B = [&](int k, int n) { return bf16_half(slots[warp0 + n * 4 + (k % 8) / 2].b[k >= 8], k % 2); };
+  const int g = int(me % 32) / 4, t = int(me % 4);
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + 8 * (e / 2), n = 2 * t + e % 2;
+    float s = d[e];
+    for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
+    out[e] = s;
+  }
+  warp_barrier().arrive_and_wait();  // nobody overwrites a slot before all have read
+  std::memcpy(d, out, sizeof out);
 }
 
-}  // namespace nvcuda::wmma
+// ldmatrix.m8n8.x4 (.trans) b16, collective over the warp: lane 8i + r
+// gives the address of row r of matrix i, which must be 16-byte aligned and
+// lie in the launch's shared memory; lane (g, t) gets elements (g, 2t),
+// (g, 2t + 1) of matrix i in r[i], or with trans (2t, g), (2t + 1, g).
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
+  auto& slots = g_block->mma;
+  const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
+  const auto* p = static_cast<const unsigned char*>(row);
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) fail("ldmatrix row address not 16-byte aligned");
+  if (p < g_smem || p + 16 > g_smem + kSmemCapacity) fail("ldmatrix row address outside shared memory");
+  slots[me].row = p;
+  warp_barrier().arrive_and_wait();
+  const int g = int(me % 32) / 4, t = int(me % 4);
+  auto element = [&](int matrix, int rr, int c) {
+    uint16_t v;
+    std::memcpy(&v, slots[warp0 + 8 * matrix + rr].row + 2 * c, 2);
+    return uint32_t(v);
+  };
+  for (int i = 0; i < 4; ++i)
+    r[i] = trans ? element(i, 2 * t, g) | element(i, 2 * t + 1, g) << 16
+                 : element(i, g, 2 * t) | element(i, g, 2 * t + 1) << 16;
+  warp_barrier().arrive_and_wait();
+}
+
+}  // namespace emulated_cuda

@@ -1,4 +1,4 @@
-// Tensor-core (bf16 WMMA, fp32 accumulation) kernels of the fused causal
+// Tensor-core (bf16 mma.sync, fp32 accumulation) kernels of the fused causal
 // attention declared in attention.hpp. Internal to the backend: callers go
 // through attention_forward/attention_backward, which pick these kernels
 // when attention_tensor_core_ok() holds.

@@ -1,70 +1,54 @@
-// Kernels of the tensor-core causal attention (FlashAttention-2 structure
-// on WMMA); attention_tc.cu launches them. A header so that the kernel code
-// also compiles as host C++ against tests/unit/emulated_cuda.hpp, which runs
-// it thread by thread on the CPU (test_attention_tc_emulated): the indexing,
-// masking, tiling and synchronisation are tested without a GPU.
+// Kernels of the tensor-core causal attention (FlashAttention-2 structure on
+// mma.sync bf16 products with fp32 accumulation); attention_tc.cu launches
+// them. A header so that the kernel code also compiles as host C++ against
+// tests/unit/emulated_cuda.hpp, which runs it thread by thread on the CPU,
+// register fragments included (test_attention_tc_emulated): indexing,
+// masking, tiling, fragment layout and synchronisation are tested without a
+// GPU.
 //
 // Tiles are 64 rows; a block has 4 warps and each warp owns 16 rows of the
-// block's tile for the whole kernel, so the products, the softmax and the
-// accumulation of one warp touch only its own rows of shared memory and need
-// __syncwarp, not __syncthreads. Block-wide barriers only guard the shared
-// tiles that every warp reads (the streamed K/V or Q/dO tiles).
+// block's tile for the whole kernel. Scores, probabilities and all
+// accumulators live in registers (mma_bf16.cuh's fragments): a warp computes
+// its 16 x 64 score block into C fragments, applies the mask and softmax
+// there (a row's values are spread over the 4 lanes of a quad, so row
+// reductions take two shuffles), packs them to bf16 A fragments in place and
+// multiplies on. Shared memory holds only the streamed bf16 tiles, which
+// every warp reads; block-wide barriers guard just those.
 //
-// Per-row element-wise work: lane l of a warp handles row l/2 of the warp's
-// 16 and the columns of parity l%2 (interleaved, so the 32 lanes fall on
-// at most 2-way conflicting banks); the two lanes of a row combine with one
-// shuffle (xor 1).
-//
-// Forward: O and the row statistics stay in shared memory (O in fp32) so
-// the online-softmax rescale is an ordinary per-row multiply; S = QK^T and
-// O += PV run on tensor cores. Backward: dK/dV (one block per key tile,
-// query tiles streamed) and dQ (one block per query tile, key tiles
-// streamed) are separate kernels with their accumulators in WMMA fragments,
-// so no output has two writers. Fully masked 16x16 blocks of the diagonal
-// tile are skipped. Grids start with the heaviest (most tiles) blocks.
+// Forward: online softmax, O in fp32 registers, only the log-sum-exp saved.
+// Backward: dK/dV (one block per key tile, query tiles streamed) and dQ (one
+// block per query tile, key tiles streamed) are separate kernels, so no
+// output has two writers and the result is deterministic. Fully masked
+// 16-column score blocks and 16-row product blocks of the diagonal tile are
+// skipped. Grids start with the heaviest (most tiles) blocks.
 #pragma once
-
-#ifndef GPT_EMULATED_CUDA
-#include <mma.h>
-#endif
 
 #include <cstdint>
 
+#include "model/cuda/mma_bf16.cuh"
 #include "model/cuda/types.hpp"
 
 namespace gpt::cuda::detail::tc {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kTileRows = 64;  // rows of every Q/K/V/dO tile
 constexpr int kWarps = 4;      // 16 rows per warp
 constexpr int kThreads = 32 * kWarps;
-constexpr int kLdS = kTileRows + 4;  // fp32 64x64 score tiles (row stride, floats; multiple of 4 for WMMA)
-constexpr int kLdP = kTileRows + 8;  // bf16 64x64 probability tiles (multiple of 8 for WMMA)
+constexpr int kKeyBlocks = kTileRows / 8;  // 8-column score fragments per warp row block
 
+// bf16 64 x HS tiles with rows padded by 8 elements (16 bytes): the 8 rows
+// one ldmatrix phase reads then start on distinct 4-bank groups (row stride
+// 36 words for HS = 64, 20 for HS = 32), so fragment loads are free of bank
+// conflicts.
 template <int HS>
-constexpr int kLdTile = HS + 8;  // bf16 64xHS tiles: padded against bank conflicts
+constexpr int kLd = HS + 8;
 template <int HS>
-constexpr int kLdOut = HS + 4;  // fp32 64xHS output tile (forward)
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Shared-memory carving: each array starts on a 128-byte boundary (WMMA
-// needs 32), which every size below is a multiple of. Carve hands out the
-// arrays of a kernel's dynamic shared memory in order.
+constexpr int kTileBytes = kTileRows * kLd<HS> * 2;
 template <int HS>
-constexpr int kTileBytes = kTileRows * kLdTile<HS> * 2;
-constexpr int kScoreBytes = kTileRows * kLdS * 4;
-constexpr int kProbBytes = kTileRows * kLdP * 2;
+constexpr int forward_smem() { return 3 * kTileBytes<HS>; }
 template <int HS>
-constexpr int forward_smem() { return 3 * kTileBytes<HS> + kScoreBytes + kProbBytes + kTileRows * kLdOut<HS> * 4; }
+constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kTileRows * 4; }
 template <int HS>
-constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + 2 * kProbBytes + 2 * kTileRows * 4; }
-template <int HS>
-constexpr int dq_smem() { return 4 * kTileBytes<HS> + 2 * kScoreBytes + kProbBytes; }
+constexpr int dq_smem() { return 4 * kTileBytes<HS>; }
 
 // Every kernel's grid: x = 64-row tiles of the sequence, y = (b, h).
 inline dim3 tile_grid(int64_t B, int64_t T, int64_t NH) {
@@ -78,40 +62,17 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 }
 #endif
 
-template <int HS>
-struct Carve {
-  unsigned char* at;
-  template <typename E>
-  __device__ E* take(int bytes) {
-    E* p = reinterpret_cast<E*>(at);
-    at += bytes;
-    return p;
-  }
-  __device__ bf16* tile() { return take<bf16>(kTileBytes<HS>); }   // 64 x HS bf16, stride kLdTile
-  __device__ float* scores() { return take<float>(kScoreBytes); }  // 64 x 64 fp32, stride kLdS
-  __device__ bf16* probs() { return take<bf16>(kProbBytes); }      // 64 x 64 bf16, stride kLdP
-};
-
-// Where a thread stands: its (b, h), warp, and the row (r within the tile)
-// and column parity it handles in element-wise work; the head's q/k/v and
-// dout columns.
+// Where a thread stands: its (b, h), warp, fragment coordinates (g, t), and
+// the head's q/k/v and dout columns.
 struct Place {
-  int bh, b, h, warp, lane, r, half;
+  int bh, b, h, warp, g, t;
   const bf16* qkv;   // q of row 0 of this (b, h); k at +C, v at +2C; row stride 3C
   const bf16* dout;  // row 0 of this (b, h) in dout; row stride C
   __device__ Place(const bf16* qkv_all, const bf16* dout_all, int Tn, int C, int NH, int HS)
-      : bh(blockIdx.y), b(bh / NH), h(bh % NH), warp(threadIdx.x / 32), lane(threadIdx.x % 32),
-        r(warp * 16 + lane / 2), half(lane % 2),
+      : bh(blockIdx.y), b(bh / NH), h(bh % NH), warp(threadIdx.x / 32), g(mma::lane_g()), t(mma::lane_t()),
         qkv(qkv_all + int64_t(b) * Tn * 3 * C + int64_t(h) * HS),
         dout(dout_all ? dout_all + int64_t(b) * Tn * C + int64_t(h) * HS : nullptr) {}
 };
-
-static_assert(kTileBytes<32> % 128 == 0 && kTileBytes<64> % 128 == 0 && kScoreBytes % 128 == 0 &&
-              kProbBytes % 128 == 0 && (kTileRows * kLdOut<32> * 4) % 128 == 0 &&
-              (kTileRows * kLdOut<64> * 4) % 128 == 0);
-// Fragment pointers (row 16*w, column 16*k) stay 32-byte aligned.
-static_assert((16 * kLdTile<32> * 2) % 32 == 0 && (16 * kLdTile<64> * 2) % 32 == 0 && (16 * kLdS * 4) % 32 == 0 &&
-              (16 * kLdP * 2) % 32 == 0 && (16 * kLdOut<32> * 4) % 32 == 0 && (16 * kLdOut<64> * 4) % 32 == 0);
 
 // rows [row0, row0 + 64) x HS columns of a [T, stride] bf16 matrix into a
 // padded shared tile, 16 bytes per load; rows at or past Tn read as zero.
@@ -122,133 +83,157 @@ __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, 
     const int r = e / kChunks, c = e % kChunks, row = row0 + r;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (row < Tn) v = *reinterpret_cast<const uint4*>(src + int64_t(row) * stride + c * 8);
-    *reinterpret_cast<uint4*>(dst + r * kLdTile<HS> + c * 8) = v;
+    *reinterpret_cast<uint4*>(dst + r * kLd<HS> + c * 8) = v;
   }
 }
 
-// n (a multiple of 8) fp32 values times `scale`, rounded to bf16 and stored
-// as 16-byte vectors (dst 16-byte aligned).
-__device__ __forceinline__ void store_row(bf16* dst, const float* src, int n, float scale) {
-  for (int c = 0; c < n; c += 8) {
-    alignas(16) bf16 v[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = __float2bfloat16_rn(src[c + k] * scale);
-    *reinterpret_cast<uint4*>(dst + c) = *reinterpret_cast<const uint4*>(v);
-  }
-}
-
-// dst (16 x 64 fp32, stride kLdS) = A B^T: A is 16 x HS (rows of a), B the
-// 64 rows of b. Column blocks n > n_last are skipped and stored as zero
-// (fully masked).
+// s[n] = A B^T for the 8-column blocks n, in pairs, from the pair holding
+// n_first to the one holding n_last (the others are zero): A is 16 x HS (a:
+// this warp's 16 rows, in registers), B^T's columns are the rows of the
+// 64-row shared tile `rows`.
 template <int HS>
-__device__ __forceinline__ void score_tile(float* dst, const bf16* a, const bf16* b, int n_last) {
-  FragAcc acc[4];
+__device__ __forceinline__ void scores(float (&s)[kKeyBlocks][4], const uint32_t (&a)[HS / 16][4], const bf16* rows,
+                                       int n_first, int n_last) {
 #pragma unroll
-  for (int n = 0; n < 4; ++n) wmma::fill_fragment(acc[n], 0.f);
+  for (int n = 0; n < kKeyBlocks; n += 2) {
 #pragma unroll
-  for (int k = 0; k < HS / 16; ++k) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + k * 16, kLdTile<HS>);
+    for (int e = 0; e < 4; ++e) s[n][e] = s[n + 1][e] = 0.f;
+    if (n + 1 < n_first || n > n_last) continue;
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      if (n > n_last) continue;
-      FragBCol fb;  // B^T(d, j) = b[j][d]: column-major view of b
-      wmma::load_matrix_sync(fb, b + n * 16 * kLdTile<HS> + k * 16, kLdTile<HS>);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    for (int k = 0; k < HS / 16; ++k) {
+      uint32_t b[2][2];
+      mma::load_b_col(b, rows + n * 8 * kLd<HS> + k * 16, kLd<HS>);
+      mma::mma(s[n], a[k], b[0]);
+      mma::mma(s[n + 1], a[k], b[1]);
     }
   }
-#pragma unroll
-  for (int n = 0; n < 4; ++n) wmma::store_matrix_sync(dst + n * 16, acc[n], kLdS, wmma::mem_row_major);
 }
 
-// acc[n] (n < HS/16) += P(16 x 64, rows of p) * b (64 x HS), over the
-// 16-row blocks k_first..k_last of b only (P is zero outside them).
+// acc (16 x HS) += P tile (16 x 64, bf16 A fragments p[k] for its 16-column
+// blocks) times the 64-row shared tile `rows` (64 x HS), over the blocks
+// k_first..k_last only (P is zero outside them).
 template <int HS>
-__device__ __forceinline__ void accumulate_pb(FragAcc (&acc)[HS / 16], const bf16* p, const bf16* b, int k_first,
-                                              int k_last) {
+__device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kTileRows / 16][4],
+                                           const bf16* rows, int k_first, int k_last) {
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kTileRows / 16; ++k) {
     if (k < k_first || k > k_last) continue;
-    FragA fa;
-    wmma::load_matrix_sync(fa, p + k * 16, kLdP);
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b + k * 16 * kLdTile<HS> + n * 16, kLdTile<HS>);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    for (int n = 0; n < HS / 8; n += 2) {
+      uint32_t b[2][2];
+      mma::load_b_row(b, rows + k * 16 * kLd<HS> + n * 8, kLd<HS>);
+      mma::mma(acc[n], p[k], b[0]);
+      mma::mma(acc[n + 1], p[k], b[1]);
     }
   }
 }
+
+// The A fragments of this warp's 16 rows (row0 within the tile) of a tile.
+template <int HS>
+__device__ __forceinline__ void load_rows(uint32_t (&a)[HS / 16][4], const bf16* tile, int row0) {
+#pragma unroll
+  for (int k = 0; k < HS / 16; ++k) mma::load_a(a[k], tile + row0 * kLd<HS> + k * 16, kLd<HS>);
+}
+
+// Stores a 16 x HS fp32 accumulator times `scale` as bf16 to rows row0 + g
+// and row0 + g + 8 of dst (row stride `stride`), rows at or past Tn skipped.
+template <int HS>
+__device__ __forceinline__ void store_rows(bf16* dst, const float (&acc)[HS / 8][4], int row0, int Tn,
+                                           int64_t stride, float scale0, float scale1) {
+  const int g = mma::lane_g(), t = mma::lane_t();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + g + 8 * half;
+    if (row >= Tn) continue;
+    const float scale = half ? scale1 : scale0;
+    uint32_t* out = reinterpret_cast<uint32_t*>(dst + int64_t(row) * stride + 2 * t);
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) out[n * 4] = mma::pack(acc[n][2 * half] * scale, acc[n][2 * half + 1] * scale);
+  }
+}
+
+// Reductions over the 4 lanes (one quad) that hold a score row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Score element e of fragment n: row g + 8 (e / 2), column 8 n + 2 t + e % 2
+// of the warp's 16 x 64 block.
+__device__ __forceinline__ int frag_row(int g, int e) { return g + 8 * (e / 2); }
+__device__ __forceinline__ int frag_col(int n, int t, int e) { return 8 * n + 2 * t + e % 2; }
 
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  constexpr int LDT = kLdTile<HS>, LDO = kLdOut<HS>;
-  Carve<HS> carve{dynamic_smem()};
-  bf16 *qs = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
-  float* ss = carve.scores();
-  bf16* ps = carve.probs();
-  float* os = carve.template take<float>(kTileRows * LDO * 4);
-
+  bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
+  bf16 *ks = qs + kTileRows * kLd<HS>, *vs = ks + kTileRows * kLd<HS>;
   const Place at(qkv, nullptr, Tn, C, NH, HS);
-  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
+  const int warp = at.warp, g = at.g, t = at.t;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
-  const bf16* base = at.qkv;
-  const int i = q0 + r;  // this lane's query row
-  float* srow = ss + r * kLdS;
-  bf16* prow = ps + r * kLdP;
-  float* orow = os + r * LDO;
 
-  load_tile<HS>(qs, base, q0, Tn, stride);
-  for (int d = half; d < HS; d += 2) orow[d] = 0.f;
-  float m = -INFINITY, l = 0.f;
+  load_tile<HS>(qs, at.qkv, q0, Tn, stride);
+  __syncthreads();
+  uint32_t qa[HS / 16][4];
+  load_rows<HS>(qa, qs, warp * 16);
+  float o[HS / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8; l is this lane's share
   const int j_end = min(Tn, q0 + kTileRows);
   for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<HS>(ks, base + C, j0, Tn, stride);
-    load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
+    load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
+    load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
     __syncthreads();
+    // On the diagonal tile, keys past the warp's last row are masked.
     const bool diagonal = j0 == q0;
-    const int n_last = diagonal ? warp : 3;  // 16-key blocks past the warp's rows are masked
-    score_tile<HS>(ss + warp * 16 * kLdS, qs + warp * 16 * LDT, ks, n_last);
-    __syncwarp();
-    float mx = -INFINITY;
-    for (int c = half; c < kTileRows; c += 2) {
-      const int j = j0 + c;
-      const float s = (j <= i && j < Tn) ? srow[c] * scale : -INFINITY;
-      srow[c] = s;
-      mx = fmaxf(mx, s);
-    }
-    // Key j0 <= i is never masked, so m_new is finite.
-    const float m_new = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)));
-    const float alpha = expf(m - m_new);  // 0 on the first tile
-    float sum = 0.f;
-    for (int c = half; c < kTileRows; c += 2) {
-      const float p = expf(srow[c] - m_new);
-      prow[c] = __float2bfloat16_rn(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    m = m_new;
-    for (int d = half; d < HS; d += 2) orow[d] *= alpha;
-    __syncwarp();
-    FragAcc o[HS / 16];
+    float s[kKeyBlocks][4];
+    scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n)
-      wmma::load_matrix_sync(o[n], os + warp * 16 * LDO + n * 16, LDO, wmma::mem_row_major);
-    accumulate_pb<HS>(o, ps + warp * 16 * kLdP, vs, 0, n_last);
+    for (int n = 0; n < kKeyBlocks; ++n)
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n)
-      wmma::store_matrix_sync(os + warp * 16 * LDO + n * 16, o[n], LDO, wmma::mem_row_major);
-    __syncwarp();
+      for (int e = 0; e < 4; ++e) {
+        const int i = q0 + warp * 16 + frag_row(g, e), j = j0 + frag_col(n, t, e);
+        s[n][e] = (j <= i && j < Tn) ? s[n][e] * scale : -INFINITY;
+        mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m[r], quad_max(mx[r]));  // key j0 <= i is never masked: finite
+      alpha[r] = expf(m[r] - m_new);                     // 0 on the first tile
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = expf(s[n][e] - m[e / 2]);
+        l[e / 2] += s[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    uint32_t p[kTileRows / 16][4];
+#pragma unroll
+    for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[k], s[2 * k], s[2 * k + 1]);
+    accumulate<HS>(o, p, vs, 0, diagonal ? warp : kTileRows / 16 - 1);
   }
-  if (i >= Tn) return;
-  store_row(out + (int64_t(b) * Tn + i) * C + int64_t(h) * HS + half * (HS / 2), orow + half * (HS / 2), HS / 2,
-            1.f / l);
-  if (half == 0) lse[int64_t(bh) * Tn + i] = m + logf(l);
+  const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
+  const int row0 = q0 + warp * 16;
+  store_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, o, row0, Tn, C, 1.f / l0, 1.f / l1);
+  if (t == 0) {
+    if (row0 + g < Tn) lse[int64_t(at.bh) * Tn + row0 + g] = m[0] + logf(l0);
+    if (row0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + row0 + g + 8] = m[1] + logf(l1);
+  }
 #else
   __trap();
 #endif
@@ -262,67 +247,59 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                                        const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  constexpr int LDT = kLdTile<HS>;
-  Carve<HS> carve{dynamic_smem()};
-  bf16 *ks = carve.tile(), *vs = carve.tile(), *qs = carve.tile(), *dos = carve.tile();
-  float *st = carve.scores(), *dpt = carve.scores();
-  bf16 *pt = carve.probs(), *dst_t = carve.probs();
-  float* lse_s = carve.template take<float>(kTileRows * 4);
-  float* delta_s = carve.template take<float>(kTileRows * 4);
-
+  bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
+  bf16 *vs = ks + kTileRows * kLd<HS>, *qs = vs + kTileRows * kLd<HS>, *dos = qs + kTileRows * kLd<HS>;
+  float* lse_s = reinterpret_cast<float*>(dos + kTileRows * kLd<HS>);
+  float* delta_s = lse_s + kTileRows;
   const Place at(qkv, dout, Tn, C, NH, HS);
-  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
+  const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
   const int64_t stride = 3 * int64_t(C);
-  const bf16 *base = at.qkv, *dbase = at.dout;
-  const int j = j0 + r;  // this lane's key row
 
-  load_tile<HS>(ks, base + C, j0, Tn, stride);
-  load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
-  FragAcc dk[HS / 16], dv[HS / 16];
-#pragma unroll
-  for (int n = 0; n < HS / 16; ++n) {
-    wmma::fill_fragment(dk[n], 0.f);
-    wmma::fill_fragment(dv[n], 0.f);
-  }
+  load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
+  load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
+  __syncthreads();
+  uint32_t ka[HS / 16][4], va[HS / 16][4];
+  load_rows<HS>(ka, ks, warp * 16);
+  load_rows<HS>(va, vs, warp * 16);
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int i0 = j0; i0 < Tn; i0 += kTileRows) {
     __syncthreads();  // every warp is done with the previous Q/dO tile
-    load_tile<HS>(qs, base, i0, Tn, stride);
-    load_tile<HS>(dos, dbase, i0, Tn, C);
+    load_tile<HS>(qs, at.qkv, i0, Tn, stride);
+    load_tile<HS>(dos, at.dout, i0, Tn, C);
     if (threadIdx.x < kTileRows) {
       const int i = i0 + threadIdx.x;
-      lse_s[threadIdx.x] = i < Tn ? lse[int64_t(bh) * Tn + i] : 0.f;
-      delta_s[threadIdx.x] = i < Tn ? delta[int64_t(bh) * Tn + i] : 0.f;
+      lse_s[threadIdx.x] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
+      delta_s[threadIdx.x] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
     }
     __syncthreads();
-    // On the diagonal tile, queries below the warp's first key see none of its keys.
-    const int k_first = i0 == j0 ? warp : 0;
-    score_tile<HS>(st + warp * 16 * kLdS, ks + warp * 16 * LDT, qs, 3);
-    score_tile<HS>(dpt + warp * 16 * kLdS, vs + warp * 16 * LDT, dos, 3);
-    __syncwarp();
-    for (int c = half; c < kTileRows; c += 2) {
-      const int i = i0 + c;
-      const bool seen = i < Tn && i >= j;
-      const float p = seen ? expf(st[r * kLdS + c] * scale - lse_s[c]) : 0.f;
-      const float ds = p * (dpt[r * kLdS + c] - delta_s[c]);
-      pt[r * kLdP + c] = __float2bfloat16_rn(p);
-      dst_t[r * kLdP + c] = __float2bfloat16_rn(ds);
-    }
-    __syncwarp();
-    accumulate_pb<HS>(dv, pt + warp * 16 * kLdP, dos, k_first, 3);
-    accumulate_pb<HS>(dk, dst_t + warp * 16 * kLdP, qs, k_first, 3);
-  }
-  // Fragments -> this warp's rows of st (dk) and dpt (dv) -> global.
+    // On the diagonal tile, queries before the warp's first key see none of its keys.
+    const bool diagonal = i0 == j0;
+    float st[kKeyBlocks][4], dpt[kKeyBlocks][4];
+    scores<HS>(st, ka, qs, diagonal ? 2 * warp : 0, kKeyBlocks - 1);
+    scores<HS>(dpt, va, dos, diagonal ? 2 * warp : 0, kKeyBlocks - 1);
 #pragma unroll
-  for (int n = 0; n < HS / 16; ++n) {
-    wmma::store_matrix_sync(st + warp * 16 * kLdS + n * 16, dk[n], kLdS, wmma::mem_row_major);
-    wmma::store_matrix_sync(dpt + warp * 16 * kLdS + n * 16, dv[n], kLdS, wmma::mem_row_major);
+    for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = frag_col(n, t, e), i = i0 + c, j = j0 + warp * 16 + frag_row(g, e);
+        const float p = (i < Tn && i >= j) ? expf(st[n][e] * scale - lse_s[c]) : 0.f;
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - delta_s[c]);
+      }
+    uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
+#pragma unroll
+    for (int k = 0; k < kTileRows / 16; ++k) {
+      mma::a_from_c(pa[k], st[2 * k], st[2 * k + 1]);
+      mma::a_from_c(dsa[k], dpt[2 * k], dpt[2 * k + 1]);
+    }
+    const int k_first = diagonal ? warp : 0;
+    accumulate<HS>(dv, pa, dos, k_first, kTileRows / 16 - 1);
+    accumulate<HS>(dk, dsa, qs, k_first, kTileRows / 16 - 1);
   }
-  __syncwarp();
-  if (j >= Tn) return;
-  bf16* dstk = dqkv + (int64_t(b) * Tn + j) * stride + int64_t(h) * HS + half * (HS / 2);
-  store_row(dstk + C, st + r * kLdS + half * (HS / 2), HS / 2, scale);
-  store_row(dstk + 2 * C, dpt + r * kLdS + half * (HS / 2), HS / 2, 1.f);
+  bf16* base = dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS;
+  store_rows<HS>(base + C, dk, j0 + warp * 16, Tn, stride, scale, scale);
+  store_rows<HS>(base + 2 * C, dv, j0 + warp * 16, Tn, stride, 1.f, 1.f);
 #else
   __trap();
 #endif
@@ -335,51 +312,52 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                                       const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  constexpr int LDT = kLdTile<HS>;
-  Carve<HS> carve{dynamic_smem()};
-  bf16 *qs = carve.tile(), *dos = carve.tile(), *ks = carve.tile(), *vs = carve.tile();
-  float *ss = carve.scores(), *dps = carve.scores();
-  bf16* dss = carve.probs();
-
+  bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
+  bf16 *dos = qs + kTileRows * kLd<HS>, *ks = dos + kTileRows * kLd<HS>, *vs = ks + kTileRows * kLd<HS>;
   const Place at(qkv, dout, Tn, C, NH, HS);
-  const int bh = at.bh, b = at.b, h = at.h, warp = at.warp, r = at.r, half = at.half;
+  const int warp = at.warp, g = at.g, t = at.t;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
-  const bf16 *base = at.qkv, *dbase = at.dout;
-  const int i = q0 + r;  // this lane's query row
-  const float my_lse = i < Tn ? lse[int64_t(bh) * Tn + i] : 0.f;
-  const float my_delta = i < Tn ? delta[int64_t(bh) * Tn + i] : 0.f;
-
-  load_tile<HS>(qs, base, q0, Tn, stride);
-  load_tile<HS>(dos, dbase, q0, Tn, C);
-  FragAcc dq[HS / 16];
+  const int row0 = q0 + warp * 16;
+  float row_lse[2], row_delta[2];  // rows g and g + 8
 #pragma unroll
-  for (int n = 0; n < HS / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
+  for (int r = 0; r < 2; ++r) {
+    const int i = row0 + g + 8 * r;
+    row_lse[r] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
+    row_delta[r] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
+  }
+
+  load_tile<HS>(qs, at.qkv, q0, Tn, stride);
+  load_tile<HS>(dos, at.dout, q0, Tn, C);
+  __syncthreads();
+  uint32_t qa[HS / 16][4], doa[HS / 16][4];
+  load_rows<HS>(qa, qs, warp * 16);
+  load_rows<HS>(doa, dos, warp * 16);
+  float dq[HS / 8][4] = {};
   const int j_end = min(Tn, q0 + kTileRows);
   for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<HS>(ks, base + C, j0, Tn, stride);
-    load_tile<HS>(vs, base + 2 * C, j0, Tn, stride);
+    load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
+    load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
     __syncthreads();
-    const int n_last = j0 == q0 ? warp : 3;
-    score_tile<HS>(ss + warp * 16 * kLdS, qs + warp * 16 * LDT, ks, n_last);
-    score_tile<HS>(dps + warp * 16 * kLdS, dos + warp * 16 * LDT, vs, n_last);
-    __syncwarp();
-    for (int c = half; c < kTileRows; c += 2) {
-      const bool seen = i < Tn && j0 + c <= i;
-      const float p = seen ? expf(ss[r * kLdS + c] * scale - my_lse) : 0.f;
-      dss[r * kLdP + c] = __float2bfloat16_rn(p * (dps[r * kLdS + c] - my_delta));
-    }
-    __syncwarp();
-    accumulate_pb<HS>(dq, dss + warp * 16 * kLdP, ks, 0, n_last);
-  }
+    const bool diagonal = j0 == q0;
+    float s[kKeyBlocks][4], dp[kKeyBlocks][4];
+    scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    scores<HS>(dp, doa, vs, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
 #pragma unroll
-  for (int n = 0; n < HS / 16; ++n)
-    wmma::store_matrix_sync(ss + warp * 16 * kLdS + n * 16, dq[n], kLdS, wmma::mem_row_major);
-  __syncwarp();
-  if (i >= Tn) return;
-  store_row(dqkv + (int64_t(b) * Tn + i) * stride + int64_t(h) * HS + half * (HS / 2), ss + r * kLdS + half * (HS / 2),
-            HS / 2, scale);
+    for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = row0 + frag_row(g, e), j = j0 + frag_col(n, t, e);
+        const float p = (i < Tn && j <= i) ? expf(s[n][e] * scale - row_lse[e / 2]) : 0.f;
+        dp[n][e] = p * (dp[n][e] - row_delta[e / 2]);
+      }
+    uint32_t dsa[kTileRows / 16][4];
+#pragma unroll
+    for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(dsa[k], dp[2 * k], dp[2 * k + 1]);
+    accumulate<HS>(dq, dsa, ks, 0, diagonal ? warp : kTileRows / 16 - 1);
+  }
+  store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, row0, Tn, stride, scale, scale);
 #else
   __trap();
 #endif
