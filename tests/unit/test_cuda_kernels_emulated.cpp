@@ -1,6 +1,7 @@
 // CUDA kernels of the LayerNorm and fused classifier ops, compiled as host
 // C++ and run thread by thread by emulated_cuda.hpp, against the CPU
-// reference ops, in fp32 and bf16. Like test_attention_tc_emulated, this
+// reference ops, in fp32 and bf16, each with 16-byte and with scalar
+// accesses. Like test_attention_tc_emulated, this
 // runs without a GPU (in CI); test_cuda_ops runs the same kernels on one.
 #include "emulated_cuda.hpp"
 // (must precede the kernel headers)
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "gpu/kernel_test_util.hpp"
@@ -48,9 +50,17 @@ class EmulatedKernels : public ::testing::Test {};
 using Types = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(EmulatedKernels, Types);
 
-TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
-  using T = TypeParam;
+// Both instantiations of each kernel: 16-byte accesses (kVec<T>) and 1.
+template <typename T, typename Body>
+void for_each_width(Body body) {
+  body(std::integral_constant<int, kVec<T>>{});
+  body(std::integral_constant<int, 1>{});
+}
+
+template <typename T, int W>
+void check_layernorm() {
   using namespace layernorm_impl;
+  SCOPED_TRACE(testing::Message() << "width " << W);
   const int64_t N = 37, C = 200;
   // Inputs representable in T, so CPU and kernel see the same values.
   auto x0 = randn(N * C, 2.f, 1);
@@ -68,10 +78,10 @@ TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
   auto gdx = to<T>(dx0), gdw = to<T>(dw0), gdb = to<T>(db0);
   std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C);
   emulated_cuda::launch(dim3(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock)), 32 * kRowsPerBlock, 0, [&] {
-    layernorm_forward_kernel<T>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
+    layernorm_forward_kernel<T, W>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
   });
   emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
-    layernorm_backward_kernel<T>(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(),
+    layernorm_backward_kernel<T, W>(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(),
                                  grstd.data(), N, C);
   });
   emulated_cuda::launch(dim3(unsigned((C + 255) / 256)), 256, 0, [&] {
@@ -85,15 +95,21 @@ TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
   EXPECT_LE(rel_error(widen(gdb), db), tolerance<T>()) << "db accumulated";
 }
 
+TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
+  for_each_width<TypeParam>([](auto w) { check_layernorm<TypeParam, decltype(w)::value>(); });
+}
+
 // Loss per row and, in place of the logits, (softmax - onehot) * scale; the
 // padded columns [V, Vp) get 0 gradient.
-TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
-  using T = TypeParam;
+// V = 1001 ends mid-vector, so the last chunk mixes real and padded columns.
+template <typename T, int W>
+void check_softmax_xent() {
   using namespace classifier_impl;
-  const int64_t rows = 5, V = 1000, Vp = 1024;
+  SCOPED_TRACE(testing::Message() << "width " << W);
+  const int64_t rows = 5, V = 1001, Vp = 1024;
   const float scale = 0.125f;
   const auto logits = rounded<T>(randn(rows * Vp, 3.f, 8));
-  std::vector<int32_t> targets = {0, 999, 17, 500, 3};
+  std::vector<int32_t> targets = {0, 1000, 17, 500, 3};
   std::vector<float> loss(rows), grad(rows * Vp, 0.f);
   for (int64_t r = 0; r < rows; ++r) {
     double m = -INFINITY, s = 0;
@@ -108,11 +124,25 @@ TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
     auto g = to<T>(logits);
     std::vector<float> glosses(rows);
     emulated_cuda::launch(dim3(unsigned(rows)), kThreads, 0, [&] {
-      softmax_xent_kernel<T>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
+      softmax_xent_kernel<T, W>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
     });
     EXPECT_LE(rel_error(glosses, loss), 1e-5) << "losses";
     EXPECT_LE(rel_error(widen(g), with_grad ? grad : logits), tolerance<T>()) << (with_grad ? "gradient" : "logits");
   }
+}
+
+TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
+  for_each_width<TypeParam>([](auto w) { check_softmax_xent<TypeParam, decltype(w)::value>(); });
+}
+
+// The launchers' choice: 16-byte accesses only when the row length is a
+// multiple of the vector and every pointer is 16-byte aligned.
+TYPED_TEST(EmulatedKernels, VectorWidthChoice) {
+  using T = TypeParam;
+  alignas(16) T buf[2 * kVec<T>] = {};
+  EXPECT_EQ(vector_width<T>(25 * kVec<T>, {buf, buf + kVec<T>}), kVec<T>);
+  EXPECT_EQ(vector_width<T>(25 * kVec<T> + 1, {buf}), 1) << "row length not a multiple";
+  EXPECT_EQ(vector_width<T>(25 * kVec<T>, {buf, buf + 1}), 1) << "a misaligned pointer";
 }
 
 }  // namespace

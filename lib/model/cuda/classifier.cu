@@ -12,12 +12,15 @@ template <typename T>
 void classifier_forward_backward(Matmul& mm, const ClassifierArgs<T>& a, const ClassifierShape& s,
                                  cudaStream_t stream) {
   const bool grad = a.dinp != nullptr;
+  const int width = vector_width<T>(s.Vp, {a.logits});
   for (int64_t r0 = 0; r0 < s.N; r0 += a.chunk_rows) {
     const int64_t rows = std::min(a.chunk_rows, s.N - r0);
     const T* x = a.inp + r0 * s.C;
     mm.linear_forward<T>(a.logits, x, a.wte, nullptr, rows, s.C, s.Vp, stream);
-    softmax_xent_kernel<T><<<unsigned(rows), kThreads, 0, stream>>>(a.logits, a.losses + r0, a.targets + r0, s.V,
-                                                                    s.Vp, grad, a.loss_scale);
+    with_width<T>(width, [&](auto w) {
+      softmax_xent_kernel<T, w()><<<unsigned(rows), kThreads, 0, stream>>>(a.logits, a.losses + r0, a.targets + r0,
+                                                                          s.V, s.Vp, grad, a.loss_scale);
+    });
     GPT_CUDA_LAUNCHED();
     if (grad) mm.linear_backward<T>(a.dinp + r0 * s.C, a.dwte, nullptr, a.logits, x, a.wte, rows, s.C, s.Vp, stream);
   }

@@ -12,8 +12,10 @@ namespace gpt::cuda::detail::classifier_impl {
 constexpr int kThreads = 512;
 
 // One block per row of the chunk: loss, and with grad the logits replaced by
-// d(objective)/d(logit) (padded columns get 0).
-template <typename T>
+// d(objective)/d(logit) (padded columns get 0). W elements per access
+// (dtype.cuh's vector_width: W divides Vp and rows are 16-byte aligned when
+// W > 1); columns past V in the last chunk are skipped.
+template <typename T, int W>
 __global__ void __launch_bounds__(kThreads)
     softmax_xent_kernel(T* logits, float* losses, const int32_t* targets, int64_t V, int64_t Vp, bool grad,
                         float loss_scale) {
@@ -21,13 +23,18 @@ __global__ void __launch_bounds__(kThreads)
   T* l = logits + row * Vp;
   // Per-thread online max / normaliser, then combined over the block.
   float m = -INFINITY, s = 0.f;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-    const float x = f32(l[j]);
-    if (x > m) {
-      s = s * expf(m - x) + 1.f;
-      m = x;
-    } else {
-      s += expf(x - m);
+  for (int64_t c = threadIdx.x; c * W < V; c += blockDim.x) {
+    float v[W];
+    load_n<W>(v, l + c * W);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      if (c * W + k >= V) break;
+      if (v[k] > m) {
+        s = s * expf(m - v[k]) + 1.f;
+        m = v[k];
+      } else {
+        s += expf(v[k] - m);
+      }
     }
   }
   const float M = block_max(m);
@@ -37,9 +44,15 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) losses[row] = lse - f32(l[tgt]);
   if (!grad) return;
   __syncthreads();  // thread 0 has read l[tgt] before anyone overwrites it
-  for (int64_t j = threadIdx.x; j < Vp; j += blockDim.x) {
-    const float g = j < V ? (expf(f32(l[j]) - lse) - (j == tgt ? 1.f : 0.f)) * loss_scale : 0.f;
-    l[j] = store<T>(g);
+  for (int64_t c = threadIdx.x; c < Vp / W; c += blockDim.x) {
+    float v[W];
+    load_n<W>(v, l + c * W);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const int64_t j = c * W + k;
+      v[k] = j < V ? (expf(v[k] - lse) - (j == tgt ? 1.f : 0.f)) * loss_scale : 0.f;
+    }
+    store_n<W>(l + c * W, v);
   }
 }
 

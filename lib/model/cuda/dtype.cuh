@@ -6,6 +6,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "model/cuda/types.hpp"
 
 namespace gpt::cuda {
@@ -50,6 +54,62 @@ __device__ __forceinline__ float block_max(float v) {
   __syncthreads();
   v = lane < nwarps ? part[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Vectorised access: memory-bound kernels take a width W (elements per
+// access) as a template parameter: kVec<T> (one 16-byte load or store) when
+// every row they touch starts 16-byte aligned, else 1. The same kernel
+// source serves both; vector_width() is the launcher's choice.
+template <typename T>
+constexpr int kVec = int(16 / sizeof(T));
+
+// W consecutive elements at p widened to fp32 (p 16-byte aligned when
+// W * sizeof(T) == 16).
+template <int W, typename T>
+__device__ __forceinline__ void load_n(float (&v)[W], const T* p) {
+  if constexpr (W * sizeof(T) == 16) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = f32(e[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = f32(p[k]);
+  }
+}
+// W fp32 values rounded to T and stored at p (alignment as load_n).
+template <int W, typename T>
+__device__ __forceinline__ void store_n(T* p, const float (&v)[W]) {
+  if constexpr (W * sizeof(T) == 16) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < W; ++k) e[k] = store<T>(v[k]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) p[k] = store<T>(v[k]);
+  }
+}
+
+// kVec<T> when rows of `row_elems` elements starting at each of ptrs are
+// all 16-byte aligned, else 1.
+template <typename T>
+inline int vector_width(int64_t row_elems, std::initializer_list<const void*> ptrs) {
+  if (row_elems % kVec<T> != 0) return 1;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 1;
+  return kVec<T>;
+}
+
+// Calls launch(std::integral_constant<int, W>{}) with W = width (kVec<T> or
+// 1), so a launcher names its kernel once for both instantiations.
+template <typename T, typename Launch>
+inline void with_width(int width, Launch launch) {
+  if (width == kVec<T>)
+    launch(std::integral_constant<int, kVec<T>>{});
+  else
+    launch(std::integral_constant<int, 1>{});
 }
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
