@@ -1,7 +1,9 @@
-# Dependencies of the GPT_GPU_OPS_ONLY build: the installed packages when
-# they are there, otherwise header-only copies under GPT_CARRY_DIR/include
-# and GoogleTest built from GPT_CARRY_DIR/googletest (scripts/device_carry.sh
-# assembles both from this machine's Debian packages).
+# Header-only dependencies and GoogleTest: the installed packages when they
+# are there, otherwise copies under GPT_CARRY_DIR/include and GoogleTest
+# built from GPT_CARRY_DIR/googletest (scripts/device_carry.sh assembles both
+# from this machine's Debian packages for a GPU machine that lacks them).
+# The full build needs all of them; GPT_GPU_OPS_ONLY only Eigen, fmt and
+# spdlog (CLI11 and nlohmann-json build its benchmarks when present).
 set(_carry_inc "${GPT_CARRY_DIR}/include")
 
 # TARGET: an interface target over ${_carry_inc}/SUBDIR when find_package
@@ -33,11 +35,17 @@ if(NOT spdlog_FOUND)
   gpt_carried(spdlog::spdlog "" spdlog/spdlog.h ON SPDLOG_FMT_EXTERNAL)
   set_property(TARGET spdlog::spdlog APPEND PROPERTY INTERFACE_LINK_LIBRARIES fmt::fmt)
 endif()
-# Header-only libraries of the GPU benchmark (bench/bench_gpu_train.cpp).
+if(GPT_GPU_OPS_ONLY)
+  set(_full OFF)
+else()
+  set(_full ON)
+endif()
 find_package(CLI11 QUIET)
-gpt_carried(CLI11::CLI11 "" CLI/CLI.hpp OFF)
+gpt_carried(CLI11::CLI11 "" CLI/CLI.hpp ${_full})
 find_package(nlohmann_json 3.10 QUIET)
-gpt_carried(nlohmann_json::nlohmann_json "" nlohmann/json.hpp OFF)
+gpt_carried(nlohmann_json::nlohmann_json "" nlohmann/json.hpp ${_full})
+find_package(tomlplusplus QUIET)
+gpt_carried(tomlplusplus::tomlplusplus "" toml++/toml.h ${_full})
 
 if(GPT_TESTS)
   find_package(GTest QUIET)

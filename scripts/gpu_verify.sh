@@ -33,13 +33,17 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   cp "$root"/bench/results/gpu-*.json "$out/" 2>/dev/null || true
 fi
 if [ "$what" = full ] || [ "$what" = all ]; then
+  # Open MPI, HDF5 and PCRE2 from the carried Debian tree, relocated: they
+  # were built for /usr (OPAL_PREFIX and PMIX_INSTALL_PREFIX move Open MPI's
+  # and PMIx's plugin and help paths; LD_LIBRARY_PATH finds the libraries).
   prefix="$carry/prefix/usr"
-  export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix"
-  export LD_LIBRARY_PATH="$prefix/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu/openmpi/lib:$prefix/lib/x86_64-linux-gnu/hdf5/openmpi:${LD_LIBRARY_PATH:-}"
+  lib="$prefix/lib/x86_64-linux-gnu"
+  export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" PMIX_INSTALL_PREFIX="$lib/pmix2"
+  export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
   cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DCMAKE_PREFIX_PATH="$prefix;$carry" -DCMAKE_INCLUDE_PATH="$carry/include" > "$out/full-configure.log" 2>&1 &&
+    -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" > "$out/full-configure.log" 2>&1 &&
     cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 &&
     (cd "$root/build-gpu-full" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40 ||
-    { echo "full build/test failed: see $out/full-*.log"; rc=1; }
+    { echo "full build/test failed: see $out/full-*.log"; tail -20 "$out"/full-*.log; rc=1; }
 fi
 exit $rc

@@ -239,9 +239,9 @@ void DeviceGPT<T>::logits_row(const T* fin, const T* emb, int64_t row, float* ou
   const int64_t Vp = c.padded_vocab();
   classifier_logits_row(*mm_, logits_.data(), lnf_.data() + row * c.n_embd, emb + layout_.wte_offset(),
                         {1, c.n_embd, c.vocab_size, Vp}, stream_);
-  DeviceBuffer<float> f(size_t(Vp), MemCategory::kScratch, alloc_);  // sampling only: not the training loop
-  convert(f.data(), logits_.data(), Vp, stream_);
-  GPT_CUDA_OK(cudaMemcpyAsync(out, f.data(), size_t(Vp) * 4, cudaMemcpyDeviceToHost, stream_));
+  if (row_logits_.size() == 0) row_logits_ = DeviceBuffer<float>(size_t(Vp), MemCategory::kScratch, alloc_);
+  convert(row_logits_.data(), logits_.data(), Vp, stream_);
+  GPT_CUDA_OK(cudaMemcpyAsync(out, row_logits_.data(), size_t(Vp) * 4, cudaMemcpyDeviceToHost, stream_));
   GPT_CUDA_OK(cudaStreamSynchronize(stream_));
 }
 

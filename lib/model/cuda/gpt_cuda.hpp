@@ -84,6 +84,7 @@ class DeviceGPT {
   std::vector<std::unique_ptr<BlockActs>> blocks_;
   DeviceBuffer<T> resid_, lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
+  DeviceBuffer<float> row_logits_;  // logits_row's fp32 copy; allocated on first use (sampling only)
   DeviceBuffer<double> loss_sum_, sum_scratch_;
   DeviceBuffer<int32_t> batch_;  // tokens [N] | targets [N] | token groups
   TokenGroups groups_;
