@@ -17,7 +17,10 @@
 //    calls in place of its inline PTX): a warp-collective product over the
 //    lanes' registers in the PTX ISA's fragment layout; ldmatrix.m8n8.x4
 //    (.trans) likewise, checking that every row address is 16-byte aligned
-//    and in shared memory.
+//    and in shared memory;
+//  - cp.async (commit/wait_group): copies held back until the wait that
+//    covers them, and a launch fails if a thread ends with copies it never
+//    waited for.
 // What it does not: timing, occupancy, register limits, bank conflicts, the
 // launch's shared-memory limit.
 #pragma once
@@ -82,6 +85,16 @@ struct BlockState {
 };
 inline BlockState* g_block = nullptr;
 
+// cp.async: this thread's copies, the source read at issue (global memory
+// does not change during a kernel here), written at the wait that covers
+// their group.
+struct PendingCopy {
+  unsigned char* dst;
+  unsigned char bytes[16];
+};
+inline thread_local std::vector<PendingCopy> t_open_group;
+inline thread_local std::vector<std::vector<PendingCopy>> t_groups;
+
 inline std::barrier<>& warp_barrier() { return *g_block->warps[threadIdx.x / 32]; }
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
@@ -108,6 +121,7 @@ void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
           threadIdx = make_uint3(unsigned(t), 0, 0);
           try {
             body();
+            if (!t_open_group.empty() || !t_groups.empty()) fail("cp.async copies never waited for");
           } catch (const std::exception& e) {
             std::fprintf(stderr, "%s (block %u,%u thread %d)\n", e.what(), blockIdx.x, blockIdx.y, t);
             std::abort();
@@ -204,6 +218,26 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
     r[i] = trans ? element(i, 2 * t, g) | element(i, 2 * t + 1, g) << 16
                  : element(i, g, 2 * t) | element(i, g, 2 * t + 1) << 16;
   warp_barrier().arrive_and_wait();
+}
+
+inline void cp_async_16(void* dst, const void* src) {
+  auto* d = static_cast<unsigned char*>(dst);
+  if (reinterpret_cast<uintptr_t>(d) % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    fail("cp.async addresses not 16-byte aligned");
+  if (d < g_smem || d + 16 > g_smem + kSmemCapacity) fail("cp.async destination outside shared memory");
+  PendingCopy c{d, {}};
+  std::memcpy(c.bytes, src, 16);
+  t_open_group.push_back(c);
+}
+inline void cp_async_commit() {
+  t_groups.push_back(std::move(t_open_group));
+  t_open_group.clear();
+}
+inline void cp_async_wait(int n) {
+  while (int(t_groups.size()) > n) {
+    for (const PendingCopy& c : t_groups.front()) std::memcpy(c.dst, c.bytes, 16);
+    t_groups.erase(t_groups.begin());
+  }
 }
 
 }  // namespace emulated_cuda

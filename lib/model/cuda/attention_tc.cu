@@ -10,20 +10,26 @@ namespace {
 
 using namespace tc;
 
-// Within the 48 KiB of dynamic shared memory a launch gets without opting
-// in (cudaFuncSetAttribute), so launching costs no extra host call.
-static_assert(forward_smem<64>() <= 48 * 1024 && dkv_smem<64>() <= 48 * 1024 && dq_smem<64>() <= 48 * 1024);
-
-template <typename Kernel, typename... Args>
-void launch(Kernel kernel, int smem, dim3 grid, cudaStream_t stream, Args... args) {
-  kernel<<<grid, kThreads, smem, stream>>>(args...);
+// Launches kKernel with smem bytes of dynamic shared memory. Above the 48
+// KiB a launch gets by default the kernel must opt in; it does so once (a
+// process drives one device), so launches add no host call.
+template <auto kKernel, typename... Args>
+void launch(int smem, dim3 grid, cudaStream_t stream, Args... args) {
+  if (smem > 48 * 1024) {
+    static const bool opted_in = [smem] {
+      GPT_CUDA_OK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      return true;
+    }();
+    (void)opted_in;
+  }
+  kKernel<<<grid, kThreads, smem, stream>>>(args...);
   GPT_CUDA_LAUNCHED();
 }
 
 template <int HS>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
   const dim3 grid = tile_grid(s.B, s.T, s.NH);
-  launch(forward_kernel<HS>, forward_smem<HS>(), grid, stream, out, lse, qkv, int(s.T), int(s.C), int(s.NH),
+  launch<forward_kernel<HS>>(forward_smem<HS>(), grid, stream, out, lse, qkv, int(s.T), int(s.C), int(s.NH),
          1.f / sqrtf(float(HS)));
 }
 
@@ -32,9 +38,9 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
                  const AttentionShape& s, cudaStream_t stream) {
   const dim3 grid = tile_grid(s.B, s.T, s.NH);
   const float scale = 1.f / sqrtf(float(HS));
-  launch(dkv_kernel<HS>, dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
+  launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
          scale);
-  launch(dq_kernel<HS>, dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
+  launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
          scale);
 }
 

@@ -15,6 +15,9 @@
 // multiplies on. Shared memory holds only the streamed bf16 tiles, which
 // every warp reads; block-wide barriers guard just those.
 //
+// The streamed tiles are double-buffered: the next tile's copies (cp.async)
+// are issued before the current tile's products, so loads overlap compute.
+//
 // Forward: online softmax, O in fp32 registers, only the log-sum-exp saved.
 // Backward: dK/dV (one block per key tile, query tiles streamed) and dQ (one
 // block per query tile, key tiles streamed) are separate kernels, so no
@@ -25,6 +28,7 @@
 
 #include <cstdint>
 
+#include "model/cuda/cp_async.cuh"
 #include "model/cuda/mma_bf16.cuh"
 #include "model/cuda/types.hpp"
 
@@ -42,13 +46,22 @@ constexpr int kKeyBlocks = kTileRows / 8;  // 8-column score fragments per warp 
 template <int HS>
 constexpr int kLd = HS + 8;
 template <int HS>
-constexpr int kTileBytes = kTileRows * kLd<HS> * 2;
+constexpr int kTileElems = kTileRows * kLd<HS>;
 template <int HS>
-constexpr int forward_smem() { return 3 * kTileBytes<HS>; }
+constexpr int kTileBytes = kTileElems<HS> * 2;
+// Forward: Q, 2 x (K, V). dK/dV: K, V, 2 x (Q, dO), 2 x (lse, delta) rows.
+// dQ: Q, dO, 2 x (K, V).
 template <int HS>
-constexpr int dkv_smem() { return 4 * kTileBytes<HS> + 2 * kTileRows * 4; }
+constexpr int forward_smem() { return 5 * kTileBytes<HS>; }
 template <int HS>
-constexpr int dq_smem() { return 4 * kTileBytes<HS>; }
+constexpr int dkv_smem() { return 6 * kTileBytes<HS> + 4 * kTileRows * 4; }
+template <int HS>
+constexpr int dq_smem() { return 6 * kTileBytes<HS>; }
+
+// cp.async for the streamed tiles; false turns them into ordinary 16-byte
+// copies (same double buffering and barriers), a switch for checking on a
+// GPU whether the asynchronous copies pay.
+constexpr bool kAsyncTileLoads = true;
 
 // Every kernel's grid: x = 64-row tiles of the sequence, y = (b, h).
 inline dim3 tile_grid(int64_t B, int64_t T, int64_t NH) {
@@ -74,17 +87,34 @@ struct Place {
         dout(dout_all ? dout_all + int64_t(b) * Tn * C + int64_t(h) * HS : nullptr) {}
 };
 
-// rows [row0, row0 + 64) x HS columns of a [T, stride] bf16 matrix into a
-// padded shared tile, 16 bytes per load; rows at or past Tn read as zero.
+// Issues the copies of rows [row0, row0 + 64) x HS columns of a [T, stride]
+// bf16 matrix into a padded shared tile, 16 bytes each (cp.async with
+// kAsyncTileLoads: the tile is there after cp_async_wait and a barrier);
+// rows at or past Tn are zeroed directly.
 template <int HS>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
   constexpr int kChunks = HS / 8;
   for (int e = threadIdx.x; e < kTileRows * kChunks; e += kThreads) {
     const int r = e / kChunks, c = e % kChunks, row = row0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row < Tn) v = *reinterpret_cast<const uint4*>(src + int64_t(row) * stride + c * 8);
-    *reinterpret_cast<uint4*>(dst + r * kLd<HS> + c * 8) = v;
+    bf16* d = dst + r * kLd<HS> + c * 8;
+    if (row >= Tn)
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    else if constexpr (kAsyncTileLoads)
+      cp_async_16(d, src + int64_t(row) * stride + c * 8);
+    else
+      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(src + int64_t(row) * stride + c * 8);
   }
+}
+
+// Before computing on the tile whose copies were committed last but `next`
+// (1 when the following tile's copies are already in flight, else 0): wait
+// for this thread's copies, then a barrier for everyone's.
+__device__ __forceinline__ void tile_ready(bool next) {
+  if (next)
+    cp_async_wait<1>();
+  else
+    cp_async_wait<0>();
+  __syncthreads();
 }
 
 // s[n] = A B^T for the 8-column blocks n, in pairs, from the pair holding
@@ -172,24 +202,31 @@ __global__ void __launch_bounds__(kThreads)
     forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
-  bf16 *ks = qs + kTileRows * kLd<HS>, *vs = ks + kTileRows * kLd<HS>;
+  bf16* kv = qs + kTileElems<HS>;  // buffer b: K at kv + 2b tiles, V after it
   const Place at(qkv, nullptr, Tn, C, NH, HS);
   const int warp = at.warp, g = at.g, t = at.t;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
+  const int j_end = min(Tn, q0 + kTileRows);
+  auto load_kv = [&](int b, int j0) {
+    load_tile<HS>(kv + 2 * b * kTileElems<HS>, at.qkv + C, j0, Tn, stride);
+    load_tile<HS>(kv + (2 * b + 1) * kTileElems<HS>, at.qkv + 2 * C, j0, Tn, stride);
+    cp_async_commit();
+  };
 
   load_tile<HS>(qs, at.qkv, q0, Tn, stride);
-  __syncthreads();
+  cp_async_commit();
+  load_kv(0, 0);
+  tile_ready(true);  // Q
   uint32_t qa[HS / 16][4];
   load_rows<HS>(qa, qs, warp * 16);
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8; l is this lane's share
-  const int j_end = min(Tn, q0 + kTileRows);
-  for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
-    __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
-    load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
-    __syncthreads();
+  for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
+    const bool next = j0 + kTileRows < j_end;
+    if (next) load_kv(b ^ 1, j0 + kTileRows);  // the other buffer: free since the last barrier
+    tile_ready(next);
+    const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
     // On the diagonal tile, keys past the warp's last row are masked.
     const bool diagonal = j0 == q0;
     float s[kKeyBlocks][4];
@@ -226,6 +263,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[k], s[2 * k], s[2 * k + 1]);
     accumulate<HS>(o, p, vs, 0, diagonal ? warp : kTileRows / 16 - 1);
+    __syncthreads();  // every warp is done with buffer b before it is refilled
   }
   const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
   const int row0 = q0 + warp * 16;
@@ -248,31 +286,38 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
                                                        const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
-  bf16 *vs = ks + kTileRows * kLd<HS>, *qs = vs + kTileRows * kLd<HS>, *dos = qs + kTileRows * kLd<HS>;
-  float* lse_s = reinterpret_cast<float*>(dos + kTileRows * kLd<HS>);
-  float* delta_s = lse_s + kTileRows;
+  bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
+  float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);  // buffer b: lse, delta at + 2b * 64
   const Place at(qkv, dout, Tn, C, NH, HS);
   const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
   const int64_t stride = 3 * int64_t(C);
+  auto load_qdo = [&](int b, int i0) {
+    load_tile<HS>(qdo + 2 * b * kTileElems<HS>, at.qkv, i0, Tn, stride);
+    load_tile<HS>(qdo + (2 * b + 1) * kTileElems<HS>, at.dout, i0, Tn, C);
+    cp_async_commit();
+    if (threadIdx.x < kTileRows) {
+      const int i = i0 + threadIdx.x;
+      rows_s[2 * b * kTileRows + threadIdx.x] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
+      rows_s[(2 * b + 1) * kTileRows + threadIdx.x] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
+    }
+  };
 
   load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
   load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
-  __syncthreads();
+  cp_async_commit();
+  load_qdo(0, j0);
+  tile_ready(true);  // K, V
   uint32_t ka[HS / 16][4], va[HS / 16][4];
   load_rows<HS>(ka, ks, warp * 16);
   load_rows<HS>(va, vs, warp * 16);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-  for (int i0 = j0; i0 < Tn; i0 += kTileRows) {
-    __syncthreads();  // every warp is done with the previous Q/dO tile
-    load_tile<HS>(qs, at.qkv, i0, Tn, stride);
-    load_tile<HS>(dos, at.dout, i0, Tn, C);
-    if (threadIdx.x < kTileRows) {
-      const int i = i0 + threadIdx.x;
-      lse_s[threadIdx.x] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
-      delta_s[threadIdx.x] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
-    }
-    __syncthreads();
+  for (int i0 = j0, b = 0; i0 < Tn; i0 += kTileRows, b ^= 1) {
+    const bool next = i0 + kTileRows < Tn;
+    if (next) load_qdo(b ^ 1, i0 + kTileRows);  // the other buffer: free since the last barrier
+    tile_ready(next);
+    const bf16 *qs = qdo + 2 * b * kTileElems<HS>, *dos = qs + kTileElems<HS>;
+    const float *lse_s = rows_s + 2 * b * kTileRows, *delta_s = lse_s + kTileRows;
     // On the diagonal tile, queries before the warp's first key see none of its keys.
     const bool diagonal = i0 == j0;
     float st[kKeyBlocks][4], dpt[kKeyBlocks][4];
@@ -296,6 +341,7 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
     const int k_first = diagonal ? warp : 0;
     accumulate<HS>(dv, pa, dos, k_first, kTileRows / 16 - 1);
     accumulate<HS>(dk, dsa, qs, k_first, kTileRows / 16 - 1);
+    __syncthreads();  // every warp is done with buffer b before it is refilled
   }
   bf16* base = dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS;
   store_rows<HS>(base + C, dk, j0 + warp * 16, Tn, stride, scale, scale);
@@ -313,7 +359,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
                                                       const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
-  bf16 *dos = qs + kTileRows * kLd<HS>, *ks = dos + kTileRows * kLd<HS>, *vs = ks + kTileRows * kLd<HS>;
+  bf16 *dos = qs + kTileElems<HS>, *kv = dos + kTileElems<HS>;  // buffer b: K at kv + 2b tiles, V after it
   const Place at(qkv, dout, Tn, C, NH, HS);
   const int warp = at.warp, g = at.g, t = at.t;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
@@ -327,19 +373,27 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
     row_delta[r] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
   }
 
+  const int j_end = min(Tn, q0 + kTileRows);
+  auto load_kv = [&](int b, int j0) {
+    load_tile<HS>(kv + 2 * b * kTileElems<HS>, at.qkv + C, j0, Tn, stride);
+    load_tile<HS>(kv + (2 * b + 1) * kTileElems<HS>, at.qkv + 2 * C, j0, Tn, stride);
+    cp_async_commit();
+  };
+
   load_tile<HS>(qs, at.qkv, q0, Tn, stride);
   load_tile<HS>(dos, at.dout, q0, Tn, C);
-  __syncthreads();
+  cp_async_commit();
+  load_kv(0, 0);
+  tile_ready(true);  // Q, dO
   uint32_t qa[HS / 16][4], doa[HS / 16][4];
   load_rows<HS>(qa, qs, warp * 16);
   load_rows<HS>(doa, dos, warp * 16);
   float dq[HS / 8][4] = {};
-  const int j_end = min(Tn, q0 + kTileRows);
-  for (int j0 = 0; j0 < j_end; j0 += kTileRows) {
-    __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<HS>(ks, at.qkv + C, j0, Tn, stride);
-    load_tile<HS>(vs, at.qkv + 2 * C, j0, Tn, stride);
-    __syncthreads();
+  for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
+    const bool next = j0 + kTileRows < j_end;
+    if (next) load_kv(b ^ 1, j0 + kTileRows);  // the other buffer: free since the last barrier
+    tile_ready(next);
+    const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
     const bool diagonal = j0 == q0;
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
     scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
@@ -356,6 +410,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(dsa[k], dp[2 * k], dp[2 * k + 1]);
     accumulate<HS>(dq, dsa, ks, 0, diagonal ? warp : kTileRows / 16 - 1);
+    __syncthreads();  // every warp is done with buffer b before it is refilled
   }
   store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, row0, Tn, stride, scale, scale);
 #else
