@@ -5,7 +5,9 @@
 # Same model, batch, sequence length, optimizer and clipping. MFU for every
 # row uses our FLOP count (model/flops.hpp) and the device's peak, so the
 # ratios equal the tokens/s ratios. Also times our attention kernels side by
-# side (bench_gpu_attention: tensor cores vs CUDA cores). Prints tables and writes
+# side (bench_gpu_attention: tensor cores vs CUDA cores) and PyTorch's fused
+# attention at the same shape (torch_gpu_attention.py: FlashAttention-2,
+# cuDNN). Prints tables and writes
 # bench/results/gpu-<device>-<date>.json (device, date, git revision, config, numbers).
 #   bench/gpu_vs_torch.sh [BUILD_DIR] [MODEL] [BATCH] [SEQ]
 set -euo pipefail
@@ -22,11 +24,14 @@ for mode in eager compile; do
   fi
 done
 att="$("$build/bench/bench_gpu_attention" --model "$model" --batch "$batch" --seq "$seq" | tee /dev/stderr | grep '^{')" || att='null'
+att_torch="$("$py" "$root/bench/torch_gpu_attention.py" --model "$model" --batch "$batch" --seq "$seq" | tee /dev/stderr | grep '^{')" || att_torch='null'
 rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
-printf '%s\n' "${rows[@]}" | ATTENTION_JSON="$att" "$py" - "$root/bench/results" "$rev$dirty" <<'PY'
+# The rows travel in the environment: the program itself comes on stdin.
+ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
+  "$py" - "$root/bench/results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
-rows = [json.loads(l) for l in sys.stdin if l.strip()]
+rows = [json.loads(l) for l in os.environ["ROWS_JSON"].splitlines() if l.strip()]
 ours = rows[0]
 # MFU per token/s on this device (our FLOPs per token / the device's peak).
 peak_ratio = ours["mfu"] / ours["tokens_per_s"] if ours["tokens_per_s"] else 0
@@ -39,7 +44,8 @@ for r in rows:
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
-       "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null")}
+       "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null"),
+       "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null")}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"
 os.makedirs(sys.argv[1], exist_ok=True)

@@ -106,6 +106,15 @@ __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, 
   }
 }
 
+// The K and V tiles of keys [j0, j0 + 64) into buffer b of kv (K at 2b
+// tiles, V after it) as one cp.async group; qkv is the head's q column.
+template <int HS>
+__device__ __forceinline__ void load_kv(bf16* kv, int b, const bf16* qkv, int j0, int Tn, int C) {
+  load_tile<HS>(kv + 2 * b * kTileElems<HS>, qkv + C, j0, Tn, 3 * int64_t(C));
+  load_tile<HS>(kv + (2 * b + 1) * kTileElems<HS>, qkv + 2 * C, j0, Tn, 3 * int64_t(C));
+  cp_async_commit();
+}
+
 // Before computing on the tile whose copies were committed last but `next`
 // (1 when the following tile's copies are already in flight, else 0): wait
 // for this thread's copies, then a barrier for everyone's.
@@ -208,15 +217,10 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
   const int j_end = min(Tn, q0 + kTileRows);
-  auto load_kv = [&](int b, int j0) {
-    load_tile<HS>(kv + 2 * b * kTileElems<HS>, at.qkv + C, j0, Tn, stride);
-    load_tile<HS>(kv + (2 * b + 1) * kTileElems<HS>, at.qkv + 2 * C, j0, Tn, stride);
-    cp_async_commit();
-  };
 
   load_tile<HS>(qs, at.qkv, q0, Tn, stride);
   cp_async_commit();
-  load_kv(0, 0);
+  load_kv<HS>(kv, 0, at.qkv, 0, Tn, C);
   tile_ready(true);  // Q
   uint32_t qa[HS / 16][4];
   load_rows<HS>(qa, qs, warp * 16);
@@ -224,7 +228,7 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8; l is this lane's share
   for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
     const bool next = j0 + kTileRows < j_end;
-    if (next) load_kv(b ^ 1, j0 + kTileRows);  // the other buffer: free since the last barrier
+    if (next) load_kv<HS>(kv, b ^ 1, at.qkv, j0 + kTileRows, Tn, C);  // the other buffer: free since the last barrier
     tile_ready(next);
     const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
     // On the diagonal tile, keys past the warp's last row are masked.
@@ -374,16 +378,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
   }
 
   const int j_end = min(Tn, q0 + kTileRows);
-  auto load_kv = [&](int b, int j0) {
-    load_tile<HS>(kv + 2 * b * kTileElems<HS>, at.qkv + C, j0, Tn, stride);
-    load_tile<HS>(kv + (2 * b + 1) * kTileElems<HS>, at.qkv + 2 * C, j0, Tn, stride);
-    cp_async_commit();
-  };
 
   load_tile<HS>(qs, at.qkv, q0, Tn, stride);
   load_tile<HS>(dos, at.dout, q0, Tn, C);
   cp_async_commit();
-  load_kv(0, 0);
+  load_kv<HS>(kv, 0, at.qkv, 0, Tn, C);
   tile_ready(true);  // Q, dO
   uint32_t qa[HS / 16][4], doa[HS / 16][4];
   load_rows<HS>(qa, qs, warp * 16);
@@ -391,7 +390,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
   float dq[HS / 8][4] = {};
   for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
     const bool next = j0 + kTileRows < j_end;
-    if (next) load_kv(b ^ 1, j0 + kTileRows);  // the other buffer: free since the last barrier
+    if (next) load_kv<HS>(kv, b ^ 1, at.qkv, j0 + kTileRows, Tn, C);  // the other buffer: free since the last barrier
     tile_ready(next);
     const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
     const bool diagonal = j0 == q0;
