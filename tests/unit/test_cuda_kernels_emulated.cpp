@@ -1,7 +1,7 @@
 // CUDA kernels of the LayerNorm and fused classifier ops, compiled as host
 // C++ and run thread by thread by emulated_cuda.hpp, against the CPU
 // reference ops, in fp32 and bf16, each with 16-byte and with scalar
-// accesses. Like test_attention_tc_emulated, this
+// accesses. Like test_attention_emulated, this
 // runs without a GPU (in CI); test_cuda_ops runs the same kernels on one.
 #include "emulated_cuda.hpp"
 // (must precede the kernel headers)

@@ -2,7 +2,7 @@
 // mma.sync bf16 products with fp32 accumulation); attention_tc.cu launches
 // them. A header so that the kernel code also compiles as host C++ against
 // tests/unit/emulated_cuda.hpp, which runs it thread by thread on the CPU,
-// register fragments included (test_attention_tc_emulated): indexing,
+// register fragments included (test_attention_emulated): indexing,
 // masking, tiling, fragment layout and synchronisation are tested without a
 // GPU.
 //

@@ -1,0 +1,205 @@
+// The causal attention kernels, compiled as host C++ and run thread by
+// thread by emulated_cuda.hpp, against the CPU attention: forward output and
+// log-sum-exp, the delta row term, then dQ/dK/dV. Three kernel families:
+// tensor cores (attention_tc_kernels.cuh, bf16) and CUDA cores
+// (attention_simt_kernels.cuh, fp32 and bf16). This runs without a GPU (in
+// CI), so the kernels' indexing, causal masking, partial tiles, tile
+// streaming, shared-memory layout (out-of-bounds writes and reads of
+// unwritten shared memory are caught), barriers, the register fragments of
+// mma.sync and ldmatrix (by the PTX ISA's lane layout, with ldmatrix's
+// alignment rule) and cp.async's wait discipline are tested everywhere;
+// test_cuda_ops runs the same kernels on a GPU.
+#include "emulated_cuda.hpp"
+// (must precede the kernel headers)
+#include "model/cuda/attention_simt_kernels.cuh"
+#include "model/cuda/attention_tc_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <type_traits>
+#include <vector>
+
+#include "gpu/kernel_test_util.hpp"
+#include "model/cpu/attention.hpp"
+
+namespace gpt::cuda::detail {
+namespace {
+
+constexpr int kGuard = 64;  // elements each side of every output that must stay untouched
+constexpr float kSentinel = 12345.f;
+
+// A device-like buffer: n elements between two guard bands.
+template <typename T>
+struct Guarded {
+  explicit Guarded(size_t n) : v(n + 2 * kGuard, T(kSentinel)) {}
+  T* data() { return v.data() + kGuard; }
+  std::vector<float> values() const {
+    std::vector<float> out;
+    for (size_t i = kGuard; i + kGuard < v.size(); ++i) out.push_back(float(v[i]));
+    return out;
+  }
+  bool guards_intact() const {
+    const float sentinel = float(T(kSentinel));  // as stored (bf16 rounds it)
+    for (size_t i = 0; i < kGuard; ++i)
+      if (float(v[i]) != sentinel || float(v[v.size() - 1 - i]) != sentinel) return false;
+    return true;
+  }
+  std::vector<T> v;
+};
+
+using test::attention_diagonal;
+using test::diagonal_from_lse;
+using test::rel_error;
+
+enum class Family { kTensorCoreBf16, kSimtFp32, kSimtBf16 };
+
+struct Case {
+  Family family;
+  int B, T, C, NH;
+};
+const char* name(Family f) {
+  return f == Family::kTensorCoreBf16 ? "tc_bf16" : f == Family::kSimtFp32 ? "simt_fp32" : "simt_bf16";
+}
+void PrintTo(const Case& k, std::ostream* os) {
+  *os << name(k.family) << " B=" << k.B << " T=" << k.T << " C=" << k.C << " NH=" << k.NH;
+}
+
+// Normalised error bounds against the fp32 CPU attention on the same
+// (T-representable) inputs. Tensor cores: the outputs' own bf16 rounding
+// (about 2^-9/sqrt(3) = 1.1e-3 rms) plus P and dS rounded to bf16 before
+// their products, as on the GPU; measured 1.8e-3 (out) to 2.6e-3 (dq). CUDA
+// cores in bf16: fp32 arithmetic, only the outputs rounded; measured 1.5e-3
+// to 2.0e-3. In fp32: only the order of additions differs from the CPU;
+// measured 1.8e-7 to 3.7e-7.
+double tolerance(Family f) { return f == Family::kSimtFp32 ? 2e-6 : 5e-3; }
+
+template <typename T, int HS>
+void forward(Family f, T* out, float* lse, const T* qkv, const Case& k) {
+  const float scale = 1.f / std::sqrt(float(HS));
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (f == Family::kTensorCoreBf16) {
+      emulated_cuda::launch(tc::tile_grid(k.B, k.T, k.NH), tc::kThreads, size_t(tc::forward_smem<HS>()),
+                            [&] { tc::forward_kernel<HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
+      return;
+    }
+  }
+  emulated_cuda::launch(simt::forward_grid(k.B, k.T, k.NH), 32 * simt::kFwdWarps, 0,
+                        [&] { simt::attention_forward_kernel<T, HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
+}
+
+template <typename T, int HS>
+void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, const float* delta, const Case& k) {
+  const float scale = 1.f / std::sqrt(float(HS));
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (f == Family::kTensorCoreBf16) {
+      const dim3 grid = tc::tile_grid(k.B, k.T, k.NH);
+      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
+        tc::dkv_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+      });
+      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_smem<HS>()), [&] {
+        tc::dq_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+      });
+      return;
+    }
+  }
+  const dim3 grid = simt::backward_grid(k.B, k.T, k.NH);
+  emulated_cuda::launch(grid, 32, 0, [&] {
+    simt::attention_dkv_kernel<T, HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+  });
+  emulated_cuda::launch(grid, 32, 0, [&] {
+    simt::attention_dq_kernel<T, HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+  });
+}
+
+template <typename T, int HS>
+void check(const Case& k) {
+  const int B = k.B, Tn = k.T, C = k.C, NH = k.NH;
+  const size_t n_qkv = size_t(B) * Tn * 3 * C, n_out = size_t(B) * Tn * C, n_rows = size_t(B) * NH * Tn;
+  const double tol = tolerance(k.family);
+  std::mt19937 rng(uint32_t(Tn * 131 + NH));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Guarded<T> qkv(n_qkv), dy(n_out), out(n_out), dqkv(n_qkv);
+  Guarded<float> lse(n_rows), delta(n_rows);
+  for (size_t i = 0; i < n_qkv; ++i) qkv.data()[i] = T(nd(rng));
+  for (size_t i = 0; i < n_out; ++i) dy.data()[i] = T(nd(rng));
+  const std::vector<float> qkv_f = qkv.values(), dy_f = dy.values();
+
+  // CPU reference in fp32 on the same (T-representable) inputs.
+  std::vector<float> out_ref(n_out), att(size_t(B) * NH * Tn * Tn), dqkv_ref(n_qkv);
+  cpu::attention_forward(out_ref.data(), att.data(), qkv_f.data(), {B, Tn, C, NH});
+  const int kScratchThreads = 256;
+  std::vector<float> scratch(size_t(cpu::attention_scratch_per_thread(Tn)) * kScratchThreads);
+  cpu::attention_backward(dqkv_ref.data(), dy_f.data(), qkv_f.data(), att.data(), scratch.data(), kScratchThreads,
+                          {B, Tn, C, NH});
+
+  forward<T, HS>(k.family, out.data(), lse.data(), qkv.data(), k);
+  const std::vector<float> out_f = out.values();
+  EXPECT_LE(rel_error(out_f, out_ref), tol) << "out";
+  // log-sum-exp: exp(s_ii - lse_i) is the CPU's diagonal probability.
+  EXPECT_LE(rel_error(diagonal_from_lse(qkv_f, lse.values(), B, Tn, C, NH), attention_diagonal(att, B * NH, Tn)), 1e-4)
+      << "log-sum-exp";
+
+  // delta = rowsum(dout * out) by the backward's first kernel (both paths use it).
+  emulated_cuda::launch(dim3(blocks_for(int64_t(n_rows), simt::kDeltaThreads)), simt::kDeltaThreads, 0, [&] {
+    simt::attention_delta_kernel<T, HS>(delta.data(), dy.data(), out.data(), Tn, C, NH, int64_t(n_rows));
+  });
+  std::vector<float> delta_ref(n_rows);
+  for (size_t bh = 0; bh < size_t(B) * NH; ++bh)
+    for (int i = 0; i < Tn; ++i) {
+      const size_t b = bh / NH, h = bh % NH, off = (b * Tn + i) * C + h * HS;
+      float s = 0.f;
+      for (int d = 0; d < HS; ++d) s += dy_f[off + d] * out_f[off + d];
+      delta_ref[bh * Tn + i] = s;
+    }
+  EXPECT_LE(rel_error(delta.values(), delta_ref), 1e-6) << "delta";  // the same sums in the same order: measured 0
+
+  backward<T, HS>(k.family, dqkv.data(), dy.data(), qkv.data(), lse.data(), delta.data(), k);
+  const std::vector<float> dqkv_f = dqkv.values();
+  EXPECT_LE(rel_error(dqkv_f, dqkv_ref), tol) << "dqkv";
+  // Each third (dq, dk, dv) on its own, so one wrong part cannot hide in the whole.
+  for (int part = 0; part < 3; ++part) {
+    std::vector<float> got, want;
+    for (size_t row = 0; row < size_t(B) * Tn; ++row)
+      for (int c = 0; c < C; ++c) {
+        got.push_back(dqkv_f[row * 3 * C + part * C + c]);
+        want.push_back(dqkv_ref[row * 3 * C + part * C + c]);
+      }
+    EXPECT_LE(rel_error(got, want), tol) << "part " << "qkv"[part];
+  }
+  EXPECT_TRUE(out.guards_intact() && lse.guards_intact() && delta.guards_intact() && dqkv.guards_intact())
+      << "write outside an output";
+}
+
+class EmulatedAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EmulatedAttention, MatchesCpuAttention) {
+  const Case k = GetParam();
+  const bool hs64 = k.C / k.NH == 64;
+  if (k.family == Family::kSimtFp32)
+    hs64 ? check<float, 64>(k) : check<float, 32>(k);
+  else
+    hs64 ? check<bf16, 64>(k) : check<bf16, 32>(k);
+}
+
+// T = 75: a partial second tile; 200: several tiles streamed (the last
+// partial); 64: exactly one tensor-core tile; head sizes 64 and 32.
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (Family f : {Family::kTensorCoreBf16, Family::kSimtFp32, Family::kSimtBf16})
+    for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
+      all.push_back(shape);
+  return all;
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, EmulatedAttention, ::testing::ValuesIn(cases()), [](const auto& info) {
+  const Case& k = info.param;
+  std::ostringstream n;
+  n << name(k.family) << "_T" << k.T << "_hs" << k.C / k.NH << "_B" << k.B;
+  return n.str();
+});
+
+}  // namespace
+}  // namespace gpt::cuda::detail
