@@ -126,6 +126,18 @@ __device__ __forceinline__ void tile_ready(bool next) {
   __syncthreads();
 }
 
+// One step of a K/V stream over keys [0, j_end): prefetches the tile after
+// j0 into the other buffer (free since the previous step's closing barrier)
+// when there is one, waits for tile j0 (in buffer b) and returns its K tile;
+// V follows it.
+template <int HS>
+__device__ __forceinline__ const bf16* kv_step(bf16* kv, int b, const bf16* qkv, int j0, int j_end, int Tn, int C) {
+  const bool next = j0 + kTileRows < j_end;
+  if (next) load_kv<HS>(kv, b ^ 1, qkv, j0 + kTileRows, Tn, C);
+  tile_ready(next);
+  return kv + 2 * b * kTileElems<HS>;
+}
+
 // s[n] = A B^T for the 8-column blocks n, in pairs, from the pair holding
 // n_first to the one holding n_last (the others are zero): A is 16 x HS (a:
 // this warp's 16 rows, in registers), B^T's columns are the rows of the
@@ -227,10 +239,7 @@ __global__ void __launch_bounds__(kThreads)
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8; l is this lane's share
   for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
-    const bool next = j0 + kTileRows < j_end;
-    if (next) load_kv<HS>(kv, b ^ 1, at.qkv, j0 + kTileRows, Tn, C);  // the other buffer: free since the last barrier
-    tile_ready(next);
-    const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
+    const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
     // On the diagonal tile, keys past the warp's last row are masked.
     const bool diagonal = j0 == q0;
     float s[kKeyBlocks][4];
@@ -389,10 +398,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
   load_rows<HS>(doa, dos, warp * 16);
   float dq[HS / 8][4] = {};
   for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
-    const bool next = j0 + kTileRows < j_end;
-    if (next) load_kv<HS>(kv, b ^ 1, at.qkv, j0 + kTileRows, Tn, C);  // the other buffer: free since the last barrier
-    tile_ready(next);
-    const bf16 *ks = kv + 2 * b * kTileElems<HS>, *vs = ks + kTileElems<HS>;
+    const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
     const bool diagonal = j0 == q0;
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
     scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
