@@ -20,14 +20,11 @@ endfunction()
 # bindings (libmpi_cxx).
 gpt_prefix_lib(MPI::MPI_C "${_lib}/libmpi.so.40" "${_lib}/openmpi/include" INTERFACE_COMPILE_DEFINITIONS
                OMPI_SKIP_MPICXX=1)
-gpt_prefix_lib(MPI::MPI_CXX "${_lib}/libmpi.so.40" "${_lib}/openmpi/include" INTERFACE_COMPILE_DEFINITIONS
-               OMPI_SKIP_MPICXX=1)
+add_library(MPI::MPI_CXX ALIAS MPI::MPI_C)  # the same library: the C API serves both
 gpt_prefix_lib(HDF5::HDF5 "${_lib}/libhdf5_openmpi.so.103" "${_usr}/include/hdf5/openmpi" INTERFACE_LINK_LIBRARIES
                MPI::MPI_C)
-set(HDF5_IS_PARALLEL ON)
 gpt_prefix_lib(PkgConfig::PCRE2 "${_lib}/libpcre2-8.so.0" "${_usr}/include")
 # The linker finds what those libraries need (libsz, libcurl, libhwloc, ...)
 # in the same tree; at run time LD_LIBRARY_PATH must name it (gpu_verify.sh).
 add_link_options("LINKER:-rpath-link,${_lib}:${_lib}/openmpi/lib")
-set(MPIEXEC_EXECUTABLE "${_usr}/bin/mpirun")
 message(STATUS "gpt: Open MPI, HDF5 and PCRE2 from ${_usr}")

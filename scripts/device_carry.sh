@@ -14,7 +14,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 carry="${1:-$root/.carry}"
-mkdir -p "$carry/include" "$carry/debs" "$carry/prefix"
+mkdir -p "$carry/include"
 for d in eigen3 fmt spdlog nlohmann toml++ CLI; do
   [ -e "/usr/include/$d" ] && cp -rL "/usr/include/$d" "$carry/include/"
 done

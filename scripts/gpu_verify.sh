@@ -44,6 +44,6 @@ if [ "$what" = full ] || [ "$what" = all ]; then
     -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" > "$out/full-configure.log" 2>&1 &&
     cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 &&
     (cd "$root/build-gpu-full" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40 ||
-    { echo "full build/test failed: see $out/full-*.log"; tail -20 "$out"/full-*.log; rc=1; }
+    { echo "full build/test failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
 fi
 exit $rc

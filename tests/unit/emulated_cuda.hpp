@@ -99,6 +99,13 @@ inline std::barrier<>& warp_barrier() { return *g_block->warps[threadIdx.x / 32]
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
 
+// The rule of ldmatrix rows and cp.async destinations: 16-byte aligned, and
+// all 16 bytes in the launch's shared memory.
+inline void require_shared16(const unsigned char* p, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) fail(std::string(what) + " not 16-byte aligned");
+  if (p < g_smem || p + 16 > g_smem + kSmemCapacity) fail(std::string(what) + " outside shared memory");
+}
+
 // Runs body() as grid x threads CUDA threads with smem_bytes of dynamic
 // shared memory. A rule broken in any thread (an exception) aborts the
 // process with its message: the block's other threads would otherwise wait
@@ -204,8 +211,7 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   auto& slots = g_block->mma;
   const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
   const auto* p = static_cast<const unsigned char*>(row);
-  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) fail("ldmatrix row address not 16-byte aligned");
-  if (p < g_smem || p + 16 > g_smem + kSmemCapacity) fail("ldmatrix row address outside shared memory");
+  require_shared16(p, "ldmatrix row address");
   slots[me].row = p;
   warp_barrier().arrive_and_wait();
   const int g = int(me % 32) / 4, t = int(me % 4);
@@ -222,9 +228,8 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
 
 inline void cp_async_16(void* dst, const void* src) {
   auto* d = static_cast<unsigned char*>(dst);
-  if (reinterpret_cast<uintptr_t>(d) % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0)
-    fail("cp.async addresses not 16-byte aligned");
-  if (d < g_smem || d + 16 > g_smem + kSmemCapacity) fail("cp.async destination outside shared memory");
+  require_shared16(d, "cp.async destination");
+  if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("cp.async source not 16-byte aligned");
   PendingCopy c{d, {}};
   std::memcpy(c.bytes, src, 16);
   t_open_group.push_back(c);

@@ -126,15 +126,22 @@ __device__ __forceinline__ void tile_ready(bool next) {
   __syncthreads();
 }
 
-// One step of a K/V stream over keys [0, j_end): prefetches the tile after
-// j0 into the other buffer (free since the previous step's closing barrier)
-// when there is one, waits for tile j0 (in buffer b) and returns its K tile;
-// V follows it.
+// One step of a double-buffered stream of tiles over rows [0, end): when a
+// tile follows the one at `pos`, load(b ^ 1, pos + 64) issues its copies
+// into the other buffer (free since the previous step's closing barrier) as
+// one group; then the tile at `pos` (buffer b) is waited for.
+template <typename Load>
+__device__ __forceinline__ void stream_step(int b, int pos, int end, Load load) {
+  const bool next = pos + kTileRows < end;
+  if (next) load(b ^ 1, pos + kTileRows);
+  tile_ready(next);
+}
+
+// stream_step over K/V tiles (load_kv) for keys [0, j_end); returns the K
+// tile of keys j0 (buffer b), V follows it.
 template <int HS>
 __device__ __forceinline__ const bf16* kv_step(bf16* kv, int b, const bf16* qkv, int j0, int j_end, int Tn, int C) {
-  const bool next = j0 + kTileRows < j_end;
-  if (next) load_kv<HS>(kv, b ^ 1, qkv, j0 + kTileRows, Tn, C);
-  tile_ready(next);
+  stream_step(b, j0, j_end, [=](int nb, int nj) { load_kv<HS>(kv, nb, qkv, nj, Tn, C); });
   return kv + 2 * b * kTileElems<HS>;
 }
 
@@ -326,9 +333,7 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
   load_rows<HS>(va, vs, warp * 16);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int i0 = j0, b = 0; i0 < Tn; i0 += kTileRows, b ^= 1) {
-    const bool next = i0 + kTileRows < Tn;
-    if (next) load_qdo(b ^ 1, i0 + kTileRows);  // the other buffer: free since the last barrier
-    tile_ready(next);
+    stream_step(b, i0, Tn, load_qdo);
     const bf16 *qs = qdo + 2 * b * kTileElems<HS>, *dos = qs + kTileElems<HS>;
     const float *lse_s = rows_s + 2 * b * kTileRows, *delta_s = lse_s + kTileRows;
     // On the diagonal tile, queries before the warp's first key see none of its keys.
