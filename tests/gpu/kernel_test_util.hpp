@@ -88,4 +88,31 @@ inline std::vector<float> attention_diagonal(const std::vector<float>& att, int6
   return p;
 }
 
+// A device-like host buffer for the CPU-emulated kernel tests: n elements
+// between two bands of kGuard sentinels a kernel must leave untouched.
+template <typename T>
+struct Guarded {
+  static constexpr int kGuard = 64;
+  static constexpr float kSentinel = 12345.f;
+  explicit Guarded(size_t n) : v(n + 2 * kGuard, T(kSentinel)) {}
+  template <typename U>
+  explicit Guarded(const std::vector<U>& init) : Guarded(init.size()) {
+    for (size_t i = 0; i < init.size(); ++i) v[kGuard + i] = T(float(init[i]));
+  }
+  T* data() { return v.data() + kGuard; }
+  size_t size() const { return v.size() - 2 * kGuard; }
+  std::vector<float> values() const {
+    std::vector<float> out;
+    for (size_t i = kGuard; i + kGuard < v.size(); ++i) out.push_back(float(v[i]));
+    return out;
+  }
+  bool guards_intact() const {
+    const float sentinel = float(T(kSentinel));  // as stored (bf16 rounds it)
+    for (size_t i = 0; i < kGuard; ++i)
+      if (float(v[i]) != sentinel || float(v[v.size() - 1 - i]) != sentinel) return false;
+    return true;
+  }
+  std::vector<T> v;
+};
+
 }  // namespace gpt::cuda::test

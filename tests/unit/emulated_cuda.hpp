@@ -4,7 +4,8 @@
 // host compiler with the CUDA headers on the include path.
 //
 // What it models:
-//  - threadIdx / blockIdx / gridDim / blockDim, one block at a time;
+//  - threadIdx / blockIdx / gridDim / blockDim (2-D grids and blocks), one
+//    block at a time; warps are formed from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
 //    __shfl_xor_sync (through a per-warp exchange slot and two barriers);
 //  - dynamic shared memory (dynamic_smem(), for kernel headers that get it
@@ -33,6 +34,7 @@
 #include <vector_functions.h>
 #include <vector_types.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -67,6 +69,8 @@ inline dim3 blockIdx, gridDim, blockDim;
 
 namespace emulated_cuda {
 
+inline thread_local unsigned t_linear_tid;  // threadIdx.x + threadIdx.y * blockDim.x: warps by this
+
 constexpr size_t kSmemCapacity = 228 * 1024;  // an H100 SM's shared memory
 alignas(128) inline unsigned char g_smem[kSmemCapacity];
 
@@ -76,7 +80,9 @@ struct MmaSlot {
 };
 struct BlockState {
   explicit BlockState(int threads) : block(threads), shfl(size_t(threads)), mma(size_t(threads)) {
-    for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
+    // The last warp of a block that is not a multiple of 32 is partial.
+    for (int w = 0; w * 32 < threads; ++w)
+      warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
   }
   std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
@@ -95,7 +101,7 @@ struct PendingCopy {
 inline thread_local std::vector<PendingCopy> t_open_group;
 inline thread_local std::vector<std::vector<PendingCopy>> t_groups;
 
-inline std::barrier<>& warp_barrier() { return *g_block->warps[threadIdx.x / 32]; }
+inline std::barrier<>& warp_barrier() { return *g_block->warps[t_linear_tid / 32]; }
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
 
@@ -107,42 +113,63 @@ inline void require_shared16(const unsigned char* p, const char* what) {
 }
 
 // Runs body() as grid x threads CUDA threads with smem_bytes of dynamic
-// shared memory. A rule broken in any thread (an exception) aborts the
+// shared memory, one block at a time on `threads` host threads that the
+// launch starts once and reuses for every block (starting them per block
+// cost ~65 us each). A rule broken in any thread (an exception) aborts the
 // process with its message: the block's other threads would otherwise wait
 // at the next barrier for ever.
 template <typename Body>
-void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
-  if (threads % 32 != 0 || threads > 1024) fail("block size must be a multiple of 32, at most 1024");
+void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
+  const int threads = int(block.x * block.y * block.z);
+  if (block.z != 1 || grid.z != 1) fail("3-D grids and blocks are not modelled");
+  if (threads < 1 || threads > 1024) fail("block size must be 1 to 1024 threads");
   if (smem_bytes > kSmemCapacity) fail("more dynamic shared memory than an SM has");
   gridDim = grid;
-  blockDim = dim3(unsigned(threads));
-  for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx) {
-      blockIdx = dim3(bx, by);
-      std::memset(g_smem, 0xFF, kSmemCapacity);
-      BlockState state(threads);
-      g_block = &state;
-      std::vector<std::thread> pool;
-      for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-          threadIdx = make_uint3(unsigned(t), 0, 0);
-          try {
-            body();
-            if (!t_open_group.empty() || !t_groups.empty()) fail("cp.async copies never waited for");
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s (block %u,%u thread %d)\n", e.what(), blockIdx.x, blockIdx.y, t);
-            std::abort();
-          }
-        });
-      for (auto& th : pool) th.join();
-      g_block = nullptr;
-      for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
-        if (g_smem[i] != 0xFF) {
-          char msg[128];
-          std::snprintf(msg, sizeof msg, "shared memory written at byte %zu, past the launch's %zu", i, smem_bytes);
-          fail(msg);
+  blockDim = block;
+  const unsigned blocks = grid.x * grid.y;
+  // The launching thread sets a block up between `start` and its release,
+  // and checks it after `done`; the workers run body() in between.
+  std::barrier<> start(threads + 1), done(threads + 1);
+  std::unique_ptr<BlockState> state;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      threadIdx = make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0);
+      t_linear_tid = unsigned(t);
+      for (unsigned k = 0; k < blocks; ++k) {
+        start.arrive_and_wait();
+        try {
+          body();
+          if (!t_open_group.empty() || !t_groups.empty()) fail("cp.async copies never waited for");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s (block %u,%u thread %d)\n", e.what(), blockIdx.x, blockIdx.y, t);
+          std::abort();
         }
-    }
+        done.arrive_and_wait();
+      }
+    });
+  for (unsigned k = 0; k < blocks; ++k) {
+    blockIdx = dim3(k % grid.x, k / grid.x);
+    std::memset(g_smem, 0xFF, kSmemCapacity);
+    state = std::make_unique<BlockState>(threads);
+    g_block = state.get();
+    start.arrive_and_wait();
+    done.arrive_and_wait();
+    g_block = nullptr;
+    for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
+      if (g_smem[i] != 0xFF) {
+        // The workers wait for the next block: abort, as a failing thread does.
+        std::fprintf(stderr, "emulated CUDA: shared memory written at byte %zu, past the launch's %zu (block %u,%u)\n",
+                     i, smem_bytes, blockIdx.x, blockIdx.y);
+        std::abort();
+      }
+  }
+  for (auto& th : pool) th.join();
+}
+
+template <typename Body>
+void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
+  launch(grid, dim3(unsigned(threads)), smem_bytes, body);
 }
 
 }  // namespace emulated_cuda
@@ -151,7 +178,8 @@ inline void __syncthreads() { emulated_cuda::g_block->block.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emulated_cuda::warp_barrier().arrive_and_wait(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   auto& slots = emulated_cuda::g_block->shfl;
-  const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
+  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
+  if (warp0 + 32 > blockDim.x * blockDim.y) emulated_cuda::fail("__shfl_xor_sync in a partial warp");
   slots[me] = v;
   emulated_cuda::warp_barrier().arrive_and_wait();
   const float other = slots[warp0 + ((me % 32) ^ unsigned(lane_mask))];
@@ -160,6 +188,7 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 }
 inline unsigned char* dynamic_smem() { return emulated_cuda::g_smem; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 [[noreturn]] inline void __trap() { emulated_cuda::fail("__trap"); }
 
@@ -180,7 +209,7 @@ inline float bf16_half(uint32_t reg, int half) {
 }
 inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   auto& slots = g_block->mma;
-  const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
+  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
   MmaSlot& mine = slots[me];
   std::memcpy(mine.a, a, sizeof a);
   std::memcpy(mine.b, b, sizeof b);
@@ -209,7 +238,7 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
 // (g, 2t + 1) of matrix i in r[i], or with trans (2t, g), (2t + 1, g).
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   auto& slots = g_block->mma;
-  const unsigned me = threadIdx.x, warp0 = me / 32 * 32;
+  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
   const auto* p = static_cast<const unsigned char*>(row);
   require_shared16(p, "ldmatrix row address");
   slots[me].row = p;

@@ -29,28 +29,7 @@
 namespace gpt::cuda::detail {
 namespace {
 
-constexpr int kGuard = 64;  // elements each side of every output that must stay untouched
-constexpr float kSentinel = 12345.f;
-
-// A device-like buffer: n elements between two guard bands.
-template <typename T>
-struct Guarded {
-  explicit Guarded(size_t n) : v(n + 2 * kGuard, T(kSentinel)) {}
-  T* data() { return v.data() + kGuard; }
-  std::vector<float> values() const {
-    std::vector<float> out;
-    for (size_t i = kGuard; i + kGuard < v.size(); ++i) out.push_back(float(v[i]));
-    return out;
-  }
-  bool guards_intact() const {
-    const float sentinel = float(T(kSentinel));  // as stored (bf16 rounds it)
-    for (size_t i = 0; i < kGuard; ++i)
-      if (float(v[i]) != sentinel || float(v[v.size() - 1 - i]) != sentinel) return false;
-    return true;
-  }
-  std::vector<T> v;
-};
-
+using test::Guarded;
 using test::attention_diagonal;
 using test::diagonal_from_lse;
 using test::rel_error;

@@ -1,69 +1,23 @@
+// Launchers of the small device ops (elementwise_kernels.cuh).
 #include "model/cuda/check.hpp"
-#include "model/cuda/dtype.cuh"
 #include "model/cuda/elementwise.hpp"
+#include "model/cuda/elementwise_kernels.cuh"
 
 namespace gpt::cuda {
-namespace {
 
-constexpr int kSumBlocks = 512;
-constexpr int kSumThreads = 256;
-
-__device__ __forceinline__ double f64(float x) { return x; }
-__device__ __forceinline__ double f64(bf16 x) { return __bfloat162float(x); }
-
-template <typename To, typename From>
-__global__ void convert_kernel(To* dst, const From* src, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = store<To>(f32(src[i]));
-}
-
-template <typename Acc, typename Src>
-__global__ void accumulate_kernel(Acc* acc, const Src* src, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    acc[i] = store<Acc>(f32(acc[i]) + f32(src[i]));
-}
-
-template <typename T, bool kSquare>
-__global__ void sum_kernel(const T* x, int64_t n, double* partial) {
-  __shared__ double part[kSumThreads];
-  double s = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const double v = f64(x[i]);
-    s += kSquare ? v * v : v;
-  }
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
-}
-
-__global__ void sum_partials_kernel(const double* partial, int n, double* out) {
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += partial[i];
-  *out += s;
-}
-
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + 255) / 256;
-  return unsigned(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
-
-}  // namespace
+using namespace detail::elementwise_impl;
 
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  convert_kernel<<<grid_for(n), 256, 0, s>>>(dst, src, n);
+  convert_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, src, n);
   GPT_CUDA_LAUNCHED();
 }
 
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  accumulate_kernel<<<grid_for(n), 256, 0, s>>>(acc, src, n);
+  accumulate_kernel<<<grid_for(n), kThreads, 0, s>>>(acc, src, n);
   GPT_CUDA_LAUNCHED();
 }
 

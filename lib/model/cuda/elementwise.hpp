@@ -20,7 +20,7 @@ void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s);
 
-// Floats of scratch sum_squares needs.
+// Doubles of scratch sum_squares and sum_values need.
 int64_t sum_squares_scratch();
 
 // *out += sum of x[i]^2 over [0, n), in double. Deterministic: a fixed grid,

@@ -65,7 +65,7 @@ class Matmul {
   int64_t unfused_gelu_calls() const { return unfused_calls_; }
   size_t cached_plans() const { return plans_.size(); }
 
-  struct Plan;  // cached descriptors + algorithm (matmul.cu)
+  struct Plan;  // cached descriptors + algorithm (matmul.cpp)
 
  private:
   // Column-major D[m, n] = op(A) op(B) + beta Cm (Cm: same layout as D,

@@ -1,9 +1,11 @@
+// Matmul (matmul.hpp): host code driving cuBLASLt; the only kernels it
+// launches are GELU's (gelu.hpp) and the bias gradient's (bias_grad.hpp).
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
-#include <string>
+#include "model/cuda/bias_grad.hpp"
 #include "model/cuda/check.hpp"
-#include "model/cuda/dtype.cuh"
 #include "model/cuda/gelu.hpp"
 #include "model/cuda/matmul.hpp"
 
@@ -21,42 +23,6 @@ int64_t alignment(const void* p) {
   if (!p) return 256;
   const auto a = reinterpret_cast<uintptr_t>(p);
   return int64_t(std::min<uintptr_t>(256, a & (~a + 1)));
-}
-
-constexpr int kBiasThreadsY = 8;
-constexpr int64_t kBiasRowsPerPart = 256;
-constexpr int64_t kBiasMaxParts = 64;
-
-int64_t bias_parts(int64_t N) {
-  return std::min(kBiasMaxParts, std::max<int64_t>(1, (N + kBiasRowsPerPart - 1) / kBiasRowsPerPart));
-}
-
-// Block (x: 32 columns, y: part p). Partial column sums of rows
-// [p*chunk, (p+1)*chunk) in a fixed order, into partial[p, OC].
-template <typename T>
-__global__ void bias_grad_partial_kernel(float* partial, const T* dout, int64_t N, int64_t OC, int64_t chunk) {
-  __shared__ float acc[kBiasThreadsY][33];
-  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = min(N, r0 + chunk);
-  float s = 0.f;
-  if (col < OC)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kBiasThreadsY) s += f32(dout[r * OC + col]);
-  acc[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < OC) {
-    float t = 0.f;
-    for (int y = 0; y < kBiasThreadsY; ++y) t += acc[y][threadIdx.x];
-    partial[int64_t(blockIdx.y) * OC + col] = t;
-  }
-}
-
-template <typename T>
-__global__ void bias_grad_final_kernel(T* dbias, const float* partial, int64_t parts, int64_t OC) {
-  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= OC) return;
-  float s = 0.f;
-  for (int64_t p = 0; p < parts; ++p) s += partial[p * OC + col];
-  dbias[col] = store<T>(f32(dbias[col]) + s);
 }
 
 }  // namespace
@@ -211,17 +177,12 @@ void Matmul::linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* i
 
 template <typename T>
 void Matmul::bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s) {
-  const int64_t parts = bias_parts(N);
-  const int64_t chunk = (N + parts - 1) / parts;
-  if (int64_t(bias_scratch_.size()) < parts * OC) {
+  const int64_t need = bias_grad_scratch(N, OC);
+  if (int64_t(bias_scratch_.size()) < need) {
     // Grows during the first step only (shapes repeat).
-    bias_scratch_ = DeviceBuffer<float>(size_t(parts * OC), MemCategory::kScratch, alloc_);
+    bias_scratch_ = DeviceBuffer<float>(size_t(need), MemCategory::kScratch, alloc_);
   }
-  dim3 grid(unsigned((OC + 31) / 32), unsigned(parts)), block(32, kBiasThreadsY);
-  bias_grad_partial_kernel<T><<<grid, block, 0, s>>>(bias_scratch_.data(), dout, N, OC, chunk);
-  GPT_CUDA_LAUNCHED();
-  bias_grad_final_kernel<T><<<blocks_for(OC, 256), 256, 0, s>>>(dbias, bias_scratch_.data(), parts, OC);
-  GPT_CUDA_LAUNCHED();
+  cuda::bias_grad(dbias, dout, bias_scratch_.data(), N, OC, s);
 }
 
 #define GPT_INSTANTIATE(T)                                                                                     \

@@ -1,0 +1,21 @@
+// Bias gradient of a linear layer on the device: column sums of dout in a
+// fixed order (deterministic), accumulated (+=) like every parameter
+// gradient (model/cpu/matmul.hpp's contract). Kernels: bias_grad_kernels.cuh.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda {
+
+// Floats of scratch bias_grad needs for N rows of OC columns.
+int64_t bias_grad_scratch(int64_t N, int64_t OC);
+
+// dbias[OC] += column sums of dout[N, OC]. scratch: bias_grad_scratch(N, OC) floats.
+template <typename T>
+void bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cudaStream_t s);
+
+}  // namespace gpt::cuda

@@ -1,0 +1,28 @@
+// A host implementation of the part of cuBLASLt the CUDA backend calls
+// (model/cuda/matmul.cpp), for tests without a GPU: link host_cublaslt.cpp
+// instead of libcublasLt. It computes what the cuBLASLt documentation
+// specifies, on host memory, and refuses what the documentation forbids:
+//  - column-major D[m, n] = alpha op(A) op(B) + beta C, with m and n from D's
+//    layout and k from op(A); op(A), op(B), C and D must agree in shape,
+//    every leading dimension must cover its rows, A, B, C and D share one
+//    data type (fp32 or bf16), the compute type is 32F, the scale type fp32;
+//  - epilogues DEFAULT, BIAS (a bias of D's rows broadcast over columns),
+//    GELU_AUX(_BIAS) (D = GELU(x), x itself stored to the aux matrix) and
+//    DGELU (D = x * GELU'(aux)), GELU being the tanh approximation; the aux
+//    leading dimension must be divisible by 8 and at least D's rows;
+//  - attribute sizes checked against the types the header documents.
+// Accumulation is in double and rounded once to D's type, so a test can
+// tell rounding from indexing.
+#pragma once
+
+namespace host_cublaslt {
+
+struct Hooks {
+  bool refuse_gelu_heuristic = false;  // the heuristic finds no algorithm for GELU epilogues
+  bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
+  long heuristic_calls = 0;
+  long matmul_calls = 0;
+};
+Hooks& hooks();
+
+}  // namespace host_cublaslt

@@ -1,0 +1,301 @@
+// The CUDA kernels of the embedding, the unfused GELU, the linear layers'
+// bias gradient, AdamW and the small device ops (casts, accumulation, the deterministic sums), compiled as host
+// C++ and run thread by thread by emulated_cuda.hpp against the CPU
+// reference ops, in fp32 and bf16. Like the other *_emulated tests this runs
+// without a GPU (in CI); test_cuda_ops runs the same kernels on one. The
+// launch plans (grids, the embedding's token groups, AdamW's per-tensor
+// launches) are the launchers' own, from the kernel headers.
+#include "emulated_cuda.hpp"
+// (must precede the kernel headers)
+#include "model/cuda/adamw_kernels.cuh"
+#include "model/cuda/bias_grad_kernels.cuh"
+#include "model/cuda/elementwise_kernels.cuh"
+#include "model/cuda/embedding_kernels.cuh"
+#include "model/cuda/gelu_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "gpu/kernel_test_util.hpp"
+#include "model/adamw.hpp"
+#include "model/cpu/embedding.hpp"
+#include "model/cpu/gelu.hpp"
+#include "model/cuda/embedding.hpp"
+
+namespace gpt::cuda::detail {
+namespace {
+
+using test::Guarded;
+using test::randn;
+using test::rel_error;
+using test::rounded;
+using test::tolerance;
+
+template <typename T>
+class EmulatedSimpleKernels : public ::testing::Test {};
+using Types = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(EmulatedSimpleKernels, Types);
+
+std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = d(rng);
+  return t;
+}
+
+// C = 200: two channel blocks of the dwte kernel, the second partial; rows
+// not a multiple of a block.
+constexpr int64_t kB = 3, kT = 37, kC = 200;
+
+// wte[tok] + wpe[t] is one addition in fp32, rounded once: bitwise the
+// CPU's sum, rounded as T stores it.
+TYPED_TEST(EmulatedSimpleKernels, EmbeddingForwardExact) {
+  using T = TypeParam;
+  namespace impl = embedding_impl;
+  const int32_t V = 29;
+  const auto tokens = random_tokens(kB * kT, V, 1);
+  const auto wte = rounded<T>(randn(V * kC, 1.f, 2)), wpe = rounded<T>(randn(kT * kC, 1.f, 3));
+  std::vector<float> want(kB * kT * kC);
+  cpu::embedding_forward(want.data(), tokens.data(), wte.data(), wpe.data(), kB, kT, kC);
+
+  Guarded<T> gwte(wte), gwpe(wpe), out(want.size());
+  const int64_t total = kB * kT * kC;
+  emulated_cuda::launch(dim3(blocks_for(total, impl::kThreads)), impl::kThreads, 0, [&] {
+    impl::embedding_forward_kernel<T>(out.data(), tokens.data(), gwte.data(), gwpe.data(), kT, kC, total);
+  });
+  EXPECT_EQ(out.values(), rounded<T>(want));
+  EXPECT_TRUE(out.guards_intact());
+}
+
+// dwte and dwpe accumulate (+=) the CPU's sums: each token's rows summed
+// through TokenGroups (the trainer's grouping), rows of tokens that do not
+// occur (here 13..15, like wte's padded rows) bitwise untouched.
+TYPED_TEST(EmulatedSimpleKernels, EmbeddingBackward) {
+  using T = TypeParam;
+  namespace impl = embedding_impl;
+  const int32_t used = 13, Vp = 16;
+  const auto tokens = random_tokens(kB * kT, used, 4);  // ~8.5 rows per token
+  const auto dout = rounded<T>(randn(kB * kT * kC, 1.f, 5));
+  const auto dwte0 = rounded<T>(randn(Vp * kC, 1.f, 6)), dwpe0 = rounded<T>(randn(kT * kC, 1.f, 7));
+  auto dwte = dwte0, dwpe = dwpe0;
+  cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), kB, kT, kC);
+
+  TokenGroups groups;
+  groups.build(tokens.data(), kB * kT);
+  ASSERT_EQ(groups.num_groups, used);
+  const int32_t* order = groups.packed.data();
+  const int32_t* starts = order + kB * kT;
+  const int32_t* token = starts + groups.num_groups + 1;
+  Guarded<T> gdout(dout), gdwte(dwte0), gdwpe(dwpe0);
+  const dim3 grid(unsigned(groups.num_groups), blocks_for(kC, impl::kWteThreads));
+  ASSERT_EQ(grid.y, 2u);
+  emulated_cuda::launch(grid, impl::kWteThreads, 0, [&] {
+    impl::wte_backward_kernel<T>(gdwte.data(), gdout.data(), order, starts, token, kC);
+  });
+  emulated_cuda::launch(dim3(blocks_for(kT * kC, impl::kThreads)), impl::kThreads, 0, [&] {
+    impl::wpe_backward_kernel<T>(gdwpe.data(), gdout.data(), kB, kT, kC);
+  });
+  EXPECT_LE(rel_error(gdwte.values(), dwte), tolerance<T>()) << "dwte";
+  EXPECT_LE(rel_error(gdwpe.values(), dwpe), tolerance<T>()) << "dwpe";
+  const auto got = gdwte.values();
+  EXPECT_EQ(std::vector<float>(got.begin() + used * kC, got.end()),
+            std::vector<float>(dwte0.begin() + used * kC, dwte0.end()))
+      << "rows of tokens that do not occur";
+  EXPECT_TRUE(gdwte.guards_intact() && gdwpe.guards_intact());
+}
+
+// Forward, backward, and backward in place (dinp aliasing dout, as the
+// trainer calls it); n = 1000 ends inside a block.
+TYPED_TEST(EmulatedSimpleKernels, GeluForwardBackward) {
+  using T = TypeParam;
+  namespace impl = gelu_impl;
+  const int64_t n = 1000;
+  const auto x = rounded<T>(randn(n, 2.f, 8)), dy = rounded<T>(randn(n, 1.f, 9));
+  std::vector<float> y(n), dx(n);
+  cpu::gelu_forward(y.data(), x.data(), n);
+  cpu::gelu_backward(dx.data(), x.data(), dy.data(), n);
+
+  Guarded<T> gx(x), gy(n), gdy(dy), gdx(n);
+  const dim3 grid(blocks_for(n, impl::kThreads));
+  emulated_cuda::launch(grid, impl::kThreads, 0, [&] { impl::gelu_forward_kernel<T>(gy.data(), gx.data(), n); });
+  emulated_cuda::launch(grid, impl::kThreads, 0,
+                        [&] { impl::gelu_backward_kernel<T>(gdx.data(), gx.data(), gdy.data(), n); });
+  EXPECT_LE(rel_error(gy.values(), y), tolerance<T>()) << "forward";
+  EXPECT_LE(rel_error(gdx.values(), dx), tolerance<T>()) << "backward";
+  emulated_cuda::launch(grid, impl::kThreads, 0,
+                        [&] { impl::gelu_backward_kernel<T>(gdy.data(), gx.data(), gdy.data(), n); });
+  EXPECT_EQ(gdy.values(), gdx.values()) << "in place";
+  EXPECT_TRUE(gy.guards_intact() && gdx.guards_intact() && gdy.guards_intact());
+}
+
+// dbias += column sums of dout[N, OC] through the partial sums of 2-D
+// blocks (32 columns x 8 row lanes): OC = 75 leaves a partial column block;
+// N = 700 gives 3 parts of 234 rows (not a multiple of the 8 lanes), N =
+// 20000 the capped 64 parts.
+TYPED_TEST(EmulatedSimpleKernels, BiasGradient) {
+  using T = TypeParam;
+  namespace impl = bias_grad_impl;
+  const int64_t OC = 75;
+  for (int64_t N : {700, 20000}) {
+    SCOPED_TRACE(testing::Message() << "N=" << N);
+    const auto dout = rounded<T>(randn(N * OC, 1.f, 50)), dbias0 = rounded<T>(randn(OC, 1.f, 51));
+    std::vector<float> want(dbias0);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < OC; ++c) want[c] += dout[r * OC + c];
+    const impl::LaunchPlan l = impl::launch_plan(N, OC);
+    EXPECT_EQ(l.parts, N == 700 ? 3 : impl::kMaxParts);
+    Guarded<T> gdout(dout), gdbias(dbias0);
+    Guarded<float> partial(size_t(l.parts * OC));
+    emulated_cuda::launch(l.partial_grid, l.partial_block, 0, [&] {
+      impl::bias_grad_partial_kernel<T>(partial.data(), gdout.data(), N, OC, l.chunk);
+    });
+    emulated_cuda::launch(dim3(l.final_blocks), impl::LaunchPlan::kFinalThreads, 0, [&] {
+      impl::bias_grad_final_kernel<T>(gdbias.data(), partial.data(), l.parts, OC);
+    });
+    EXPECT_LE(rel_error(gdbias.values(), want), tolerance<T>());
+    EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact());
+  }
+}
+
+// One unit of three tensors (decayed, not, decayed) updated on a range that
+// starts and ends inside tensors, as a ZeRO shard does, for three steps with
+// clipping's gradient scale. Master, m and v follow the CPU update to fp32
+// rounding (the same arithmetic; the order of a * b + c may differ under
+// FMA contraction on the GPU); the compute copy is the master rounded to T.
+// G is the gradient type, T the compute copy's (void: fp32 mode, no copy).
+template <typename G, typename T>
+void check_adamw() {
+  namespace impl = adamw_impl;
+  SCOPED_TRACE(testing::Message() << "gradient " << (std::is_same_v<G, float> ? "fp32" : "bf16") << ", copy "
+                                  << (std::is_void_v<T> ? "none" : std::is_same_v<T, float> ? "fp32" : "bf16"));
+  UnitSpec unit;
+  unit.tensors = {{"w1", {20, 15}, 0, 300, InitKind::kNormal, 0.02f, 300, true},
+                  {"b1", {77}, 300, 77, InitKind::kZeros, 0.f, 77, false},
+                  {"w2", {25, 20}, 377, 500, InitKind::kNormal, 0.02f, 500, true}};
+  unit.numel = 877;
+  const int64_t begin = 123, end = 800, n = end - begin;
+  const AdamWHyper h{0.9f, 0.95f, 1e-8f, 0.1f};
+  auto master = randn(n, 1.f, 10), m = std::vector<float>(n, 0.f), v = m;
+  Guarded<float> gmaster(master), gm(m), gv(v);
+  using Copy = std::conditional_t<std::is_void_v<T>, float, T>;
+  Guarded<Copy> gparam(n);
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto g = rounded<G>(randn(n, 0.5f, 10 + uint64_t(t)));
+    const AdamWStep s{1e-2f, t, 0.7f};
+    adamw_update(unit, begin, end, master.data(), g.data(), m.data(), v.data(), h, s);
+    Guarded<G> gg(g);
+    impl::for_each_tensor_update(unit, begin, end, h, s, [&](int64_t o, int64_t k, const impl::AdamWArgs& a) {
+      emulated_cuda::launch(dim3(impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
+        impl::adamw_kernel<G, Copy>(gmaster.data() + o, std::is_void_v<T> ? nullptr : gparam.data() + o,
+                                    gg.data() + o, gm.data() + o, gv.data() + o, k, a);
+      });
+    });
+  }
+  EXPECT_LE(rel_error(gmaster.values(), master), 1e-6) << "master";
+  EXPECT_LE(rel_error(gm.values(), m), 1e-6) << "m";
+  EXPECT_LE(rel_error(gv.values(), v), 1e-6) << "v";
+  if constexpr (!std::is_void_v<T>) EXPECT_EQ(gparam.values(), rounded<T>(gmaster.values())) << "compute copy";
+  else EXPECT_EQ(gparam.values(), std::vector<float>(n, float(Copy(Guarded<Copy>::kSentinel)))) << "no copy written";
+  EXPECT_TRUE(gmaster.guards_intact() && gm.guards_intact() && gv.guards_intact() && gparam.guards_intact());
+}
+
+// The instantiations adamw.cu compiles: fp32 mode (no copy), bf16 mode, and
+// the two mixed ones.
+TEST(EmulatedSimpleKernels, AdamW) {
+  check_adamw<float, void>();
+  check_adamw<bf16, bf16>();
+  check_adamw<bf16, float>();
+  check_adamw<float, bf16>();
+}
+
+// The update's grid-stride loop: fewer blocks than elements need give the
+// same result as one thread per element.
+TEST(EmulatedSimpleKernels, AdamWGridStride) {
+  namespace impl = adamw_impl;
+  const int64_t n = 1000;
+  const impl::AdamWArgs a{0.9f, 0.95f, 1e-8f, 0.999f, 0.1f, 1.2f, 0.5f};
+  const auto g = randn(n, 1.f, 20), p0 = randn(n, 1.f, 21);
+  std::vector<std::vector<float>> results;
+  for (unsigned blocks : {impl::blocks_for_update(n), 1u}) {
+    auto p = p0, m = std::vector<float>(n, 0.1f), v = std::vector<float>(n, 0.2f);
+    std::vector<bf16> copy(n);
+    emulated_cuda::launch(dim3(blocks), impl::kThreads, 0, [&] {
+      impl::adamw_kernel<float, bf16>(p.data(), copy.data(), g.data(), m.data(), v.data(), n, a);
+    });
+    results.push_back(p);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+// Casts round to nearest even exactly as the host's conversion does;
+// accumulation is one fp32 addition rounded once. Both with their own grid
+// and with a single block (the grid-stride loop).
+template <typename To, typename From>
+void check_convert_accumulate() {
+  namespace impl = elementwise_impl;
+  const int64_t n = 1000;
+  const auto src = rounded<From>(randn(n, 3.f, 30)), acc0 = rounded<To>(randn(n, 1.f, 31));
+  std::vector<float> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = acc0[i] + src[i];
+  Guarded<From> gsrc(src);
+  for (unsigned blocks : {impl::grid_for(n), 1u}) {
+    SCOPED_TRACE(testing::Message() << blocks << " blocks");
+    Guarded<To> dst(n), acc(acc0);
+    emulated_cuda::launch(dim3(blocks), impl::kThreads, 0,
+                          [&] { impl::convert_kernel<To, From>(dst.data(), gsrc.data(), n); });
+    emulated_cuda::launch(dim3(blocks), impl::kThreads, 0,
+                          [&] { impl::accumulate_kernel<To, From>(acc.data(), gsrc.data(), n); });
+    EXPECT_EQ(dst.values(), rounded<To>(src)) << "convert";
+    EXPECT_EQ(acc.values(), rounded<To>(sum)) << "accumulate";
+    EXPECT_TRUE(dst.guards_intact() && acc.guards_intact());
+  }
+}
+
+TEST(EmulatedSimpleKernels, ConvertAndAccumulate) {
+  check_convert_accumulate<float, bf16>();
+  check_convert_accumulate<bf16, float>();
+  check_convert_accumulate<float, float>();
+  check_convert_accumulate<bf16, bf16>();
+}
+
+// *out += the sum (of squares) in double: the fixed grid's partials, then
+// one thread adding them in order. n = 200003 > kSumBlocks * kSumThreads,
+// so threads take two elements (the grid-stride loop) and the last block's
+// are partial. The sum is of the stored (T) values; double accumulation in
+// another order than the host's differs by ~1e-16 relative.
+template <typename T, bool kSquare>
+double device_sum(const std::vector<float>& x, double start) {
+  namespace impl = elementwise_impl;
+  Guarded<T> gx(x);
+  std::vector<double> partial(size_t(impl::kSumBlocks), std::nan(""));
+  double out = start;
+  emulated_cuda::launch(dim3(impl::kSumBlocks), impl::kSumThreads, 0,
+                        [&] { impl::sum_kernel<T, kSquare>(gx.data(), int64_t(x.size()), partial.data()); });
+  emulated_cuda::launch(dim3(1), 1, 0, [&] { impl::sum_partials_kernel(partial.data(), impl::kSumBlocks, &out); });
+  return out;
+}
+
+TYPED_TEST(EmulatedSimpleKernels, SumSquaresAndValues) {
+  using T = TypeParam;
+  const int64_t n = 200003;
+  ASSERT_GT(n, int64_t(elementwise_impl::kSumBlocks) * elementwise_impl::kSumThreads);
+  const auto x = rounded<T>(randn(n, 1.f, 40));
+  double squares = 0, values = 0;
+  for (float v : x) {
+    squares += double(v) * v;
+    values += v;
+  }
+  const double start = 1.5;
+  EXPECT_NEAR((device_sum<T, true>(x, start)), start + squares, 1e-12 * squares) << "sum of squares";
+  if constexpr (std::is_same_v<T, float>) {
+    EXPECT_NEAR((device_sum<float, false>(x, start)), start + values, 1e-12 * squares) << "sum of values";
+  }
+}
+
+}  // namespace
+}  // namespace gpt::cuda::detail
