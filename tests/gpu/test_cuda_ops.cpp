@@ -290,28 +290,8 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   EXPECT_NEAR(got, want, 1e-9 * want);
 }
 
-TEST(DeviceAllocator, CachesBlocksAndCountsCategories) {
-  GPT_REQUIRE_GPU();
-  MemoryTracker t;
-  DeviceAllocator alloc(&t);
-  {
-    DeviceBuffer<float> a(1000, MemCategory::kParams, &alloc);
-    DeviceBuffer<bf16> b(3000, MemCategory::kActivations, &alloc);
-    EXPECT_EQ(t.bytes(MemCategory::kParams), 4000);
-    EXPECT_EQ(t.bytes(MemCategory::kActivations), 6000);
-    EXPECT_EQ(alloc.malloc_calls(), 2);
-  }
-  EXPECT_EQ(t.total(), 0) << "freed blocks are not live";
-  EXPECT_GT(alloc.cached(), 0);
-  for (int i = 0; i < 10; ++i) {  // the steady state of a training loop: no cudaMalloc
-    DeviceBuffer<float> a(1000, MemCategory::kBuffers, &alloc, false);
-    DeviceBuffer<bf16> b(3000, MemCategory::kBuffers, &alloc, false);
-  }
-  EXPECT_EQ(alloc.malloc_calls(), 2);
-  EXPECT_EQ(t.peak(), 10000);
-  alloc.release_cached();
-  EXPECT_EQ(alloc.reserved(), 0);
-}
+// The device allocator's bookkeeping is tested without a GPU:
+// tests/unit/test_device_memory_host.cpp.
 
 // Host-side part of the embedding backward: runs without a GPU.
 TEST(TokenGroups, GroupsRowsByTokenInRowOrder) {
