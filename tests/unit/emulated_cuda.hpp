@@ -128,9 +128,12 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   blockDim = block;
   const unsigned blocks = grid.x * grid.y;
   // The launching thread sets a block up between `start` and its release,
-  // and checks it after `done`; the workers run body() in between.
+  // and checks it after `done`; the workers run body() in between. The
+  // block's barriers and exchange slots serve every block: each barrier's
+  // phases complete within a block, and slots are written before read.
   std::barrier<> start(threads + 1), done(threads + 1);
-  std::unique_ptr<BlockState> state;
+  BlockState state(threads);
+  g_block = &state;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
@@ -151,11 +154,8 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   for (unsigned k = 0; k < blocks; ++k) {
     blockIdx = dim3(k % grid.x, k / grid.x);
     std::memset(g_smem, 0xFF, kSmemCapacity);
-    state = std::make_unique<BlockState>(threads);
-    g_block = state.get();
     start.arrive_and_wait();
     done.arrive_and_wait();
-    g_block = nullptr;
     for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
       if (g_smem[i] != 0xFF) {
         // The workers wait for the next block: abort, as a failing thread does.
@@ -165,6 +165,7 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
       }
   }
   for (auto& th : pool) th.join();
+  g_block = nullptr;
 }
 
 template <typename Body>
@@ -209,7 +210,7 @@ inline float bf16_half(uint32_t reg, int half) {
 }
 inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   auto& slots = g_block->mma;
-  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
+  const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
   MmaSlot& mine = slots[me];
   std::memcpy(mine.a, a, sizeof a);
   std::memcpy(mine.b, b, sizeof b);
@@ -238,7 +239,7 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
 // (g, 2t + 1) of matrix i in r[i], or with trans (2t, g), (2t + 1, g).
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   auto& slots = g_block->mma;
-  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
+  const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
   const auto* p = static_cast<const unsigned char*>(row);
   require_shared16(p, "ldmatrix row address");
   slots[me].row = p;
