@@ -1,13 +1,20 @@
-// Runs CUDA kernel source as host C++, one std::thread per CUDA thread, so
-// kernels written against this subset can be tested on a machine without a
-// GPU (CI). Include it before the kernel header, in a file compiled by the
-// host compiler with the CUDA headers on the include path.
+// Runs CUDA kernel source as host C++, each CUDA thread a fiber (a
+// ucontext with its own stack) on the calling host thread, so kernels
+// written against this subset can be tested on a machine without a GPU
+// (CI). Include it before the kernel header, in a file compiled by the host
+// compiler with the CUDA headers on the include path.
 //
 // What it models:
 //  - threadIdx / blockIdx / gridDim / blockDim (2-D grids and blocks), one
 //    block at a time; warps are formed from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
-//    __shfl_xor_sync (through a per-warp exchange slot and two barriers);
+//    __shfl_xor_sync (through a per-warp exchange slot and two barriers).
+//    A thread runs until it waits at a barrier, then the next one runs: a
+//    missing barrier lets one thread run ahead and read what the others
+//    have not written yet (0xFF, below) or overwrite what they have not
+//    read, every time, not by chance. Threads that all wait at barriers
+//    that can never complete (a barrier some threads skip) fail the launch
+//    instead of hanging;
 //  - dynamic shared memory (dynamic_smem(), for kernel headers that get it
 //    through that function): filled with 0xFF (NaN as fp32 and bf16) before
 //    each block, so a read of anything the block did not write poisons
@@ -35,7 +42,6 @@
 #include <vector_types.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -44,8 +50,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <functional>
 #include <vector>
+
+#include <sys/mman.h>
+#include <ucontext.h>
 
 // The CUDA headers define some of these for host compilers; ours win.
 #undef __global__
@@ -64,46 +73,131 @@
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
-inline thread_local uint3 threadIdx;
+inline uint3 threadIdx;  // the running fiber's, set by the scheduler
 inline dim3 blockIdx, gridDim, blockDim;
 
 namespace emulated_cuda {
 
-inline thread_local unsigned t_linear_tid;  // threadIdx.x + threadIdx.y * blockDim.x: warps by this
+inline unsigned t_linear_tid;  // threadIdx.x + threadIdx.y * blockDim.x: warps by this
 
 constexpr size_t kSmemCapacity = 228 * 1024;  // an H100 SM's shared memory
 alignas(128) inline unsigned char g_smem[kSmemCapacity];
+
+[[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
+
+// cp.async: a thread's copies, the source read at issue (global memory does
+// not change during a kernel here), written at the wait that covers their
+// group.
+struct PendingCopy {
+  unsigned char* dst;
+  unsigned char bytes[16];
+};
+
+// A CUDA thread. Its stack is mapped once and reused by every launch; a
+// page below it is left inaccessible, so an overflow faults instead of
+// corrupting the next stack.
+struct Fiber {
+  static constexpr size_t kStackBytes = 256 * 1024, kGuardBytes = 4096;
+  Fiber() {
+    void* p = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    mprotect(p, kGuardBytes, PROT_NONE);
+    region = static_cast<unsigned char*>(p);
+  }
+  ~Fiber() { munmap(region, kStackBytes + kGuardBytes); }
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+  unsigned char* region;
+  ucontext_t context;
+  uint3 idx;
+  unsigned linear = 0;
+  bool done = false;
+  std::vector<PendingCopy> open_group;
+  std::vector<std::vector<PendingCopy>> groups;
+};
+
+// A barrier over `expected` fibers: the last to arrive completes the phase,
+// makes the waiting ones ready again and goes on.
+struct Barrier {
+  unsigned expected = 0;
+  std::vector<unsigned> waiting;
+};
 
 struct MmaSlot {
   uint32_t a[4], b[2];
   const unsigned char* row;  // ldmatrix
 };
 struct BlockState {
-  explicit BlockState(int threads) : block(threads), shfl(size_t(threads)), mma(size_t(threads)) {
+  explicit BlockState(int threads) : shfl(size_t(threads)), mma(size_t(threads)) {
+    block.expected = unsigned(threads);
     // The last warp of a block that is not a multiple of 32 is partial.
-    for (int w = 0; w * 32 < threads; ++w)
-      warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+    for (int w = 0; w * 32 < threads; ++w) warps.push_back(Barrier{unsigned(std::min(32, threads - 32 * w)), {}});
   }
-  std::barrier<> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  Barrier block;
+  std::vector<Barrier> warps;
   std::vector<float> shfl;
   std::vector<MmaSlot> mma;
 };
-inline BlockState* g_block = nullptr;
 
-// cp.async: this thread's copies, the source read at issue (global memory
-// does not change during a kernel here), written at the wait that covers
-// their group.
-struct PendingCopy {
-  unsigned char* dst;
-  unsigned char bytes[16];
+// The threads of a block that can run (not waiting at a barrier, not
+// finished), as a bitmap: the scheduler resumes the lowest or the highest.
+class ReadySet {
+ public:
+  void fill(unsigned n) {
+    for (unsigned w = 0; w < 16; ++w)
+      bits_[w] = n >= 64 * (w + 1) ? ~uint64_t(0) : n > 64 * w ? (uint64_t(1) << (n - 64 * w)) - 1 : 0;
+  }
+  void set(unsigned t) { bits_[t / 64] |= uint64_t(1) << (t % 64); }
+  void clear(unsigned t) { bits_[t / 64] &= ~(uint64_t(1) << (t % 64)); }
+  int lowest() const {
+    for (unsigned w = 0; w < 16; ++w)
+      if (bits_[w]) return int(64 * w + unsigned(__builtin_ctzll(bits_[w])));
+    return -1;
+  }
+  int highest() const {
+    for (unsigned w = 16; w-- > 0;)
+      if (bits_[w]) return int(64 * w + 63 - unsigned(__builtin_clzll(bits_[w])));
+    return -1;
+  }
+
+ private:
+  uint64_t bits_[16] = {};  // 1024 threads
 };
-inline thread_local std::vector<PendingCopy> t_open_group;
-inline thread_local std::vector<std::vector<PendingCopy>> t_groups;
 
-inline std::barrier<>& warp_barrier() { return *g_block->warps[t_linear_tid / 32]; }
+struct Scheduler {
+  ucontext_t context;
+  std::vector<std::unique_ptr<Fiber>> fibers;  // grows to the largest block seen
+  Fiber* running = nullptr;
+  BlockState* block = nullptr;
+  const std::function<void()>* body = nullptr;
+  ReadySet ready;
+};
+inline Scheduler g_sched;
 
-[[noreturn]] inline void fail(const std::string& what) { throw std::logic_error("emulated CUDA: " + what); }
+inline BlockState& block_state() { return *g_sched.block; }
+inline Fiber& this_thread() { return *g_sched.running; }
+inline void yield() { swapcontext(&g_sched.running->context, &g_sched.context); }
+// Runs f until it waits at a barrier or finishes. Out of line: swapcontext
+// is returns-twice to the compiler, which would otherwise warn that the
+// scheduler's locals may be clobbered (it saves and restores them).
+[[gnu::noinline]] inline void resume(Fiber& f) {
+  threadIdx = f.idx;
+  t_linear_tid = f.linear;
+  g_sched.running = &f;
+  swapcontext(&g_sched.context, &f.context);
+}
+
+inline void arrive_and_wait(Barrier& b) {
+  if (b.waiting.size() + 1 == b.expected) {
+    for (unsigned t : b.waiting) g_sched.ready.set(t);
+    b.waiting.clear();
+    return;
+  }
+  b.waiting.push_back(t_linear_tid);
+  g_sched.ready.clear(t_linear_tid);
+  yield();  // back when the last one arrives
+}
+inline Barrier& warp_barrier() { return block_state().warps[t_linear_tid / 32]; }
 
 // The rule of ldmatrix rows and cp.async destinations: 16-byte aligned, and
 // all 16 bytes in the launch's shared memory.
@@ -112,60 +206,88 @@ inline void require_shared16(const unsigned char* p, const char* what) {
   if (p < g_smem || p + 16 > g_smem + kSmemCapacity) fail(std::string(what) + " outside shared memory");
 }
 
-// Runs body() as grid x threads CUDA threads with smem_bytes of dynamic
-// shared memory, one block at a time on `threads` host threads that the
-// launch starts once and reuses for every block (starting them per block
-// cost ~65 us each). A rule broken in any thread (an exception) aborts the
-// process with its message: the block's other threads would otherwise wait
-// at the next barrier for ever.
+// A fiber runs the body once per block: after each, it reports done and
+// waits for the scheduler to start it on the next block. A rule broken in
+// any thread (an exception) aborts the process with its message, as a
+// kernel fault ends a CUDA program.
+inline void fiber_main() {
+  Fiber& f = this_thread();
+  for (;;) {
+    try {
+      (*g_sched.body)();
+      if (!f.open_group.empty() || !f.groups.empty()) fail("cp.async copies never waited for");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s (block %u,%u thread %u)\n", e.what(), blockIdx.x, blockIdx.y, f.linear);
+      std::abort();
+    }
+    f.done = true;
+    g_sched.ready.clear(f.linear);
+    yield();
+  }
+}
+
+// A fresh context for f on its stack, entering fiber_main. Out of line for
+// the same reason as resume (getcontext is returns-twice).
+[[gnu::noinline]] inline void start(Fiber& f, uint3 idx, unsigned linear) {
+  getcontext(&f.context);
+  f.context.uc_stack.ss_sp = f.region + Fiber::kGuardBytes;
+  f.context.uc_stack.ss_size = Fiber::kStackBytes;
+  f.context.uc_link = nullptr;  // fiber_main never returns
+  makecontext(&f.context, fiber_main, 0);
+  f.idx = idx;
+  f.linear = linear;
+}
+
+// Runs body() as grid x block CUDA threads with smem_bytes of dynamic
+// shared memory, one block at a time. Within a block the scheduler resumes
+// the lowest-numbered thread that can run in even blocks, the highest in odd
+// ones, so one end of the block runs as far ahead of the other as the
+// barriers allow, in both directions: a missing barrier shows as a read of
+// data not yet written, or an overwrite of data not yet read, on every run.
+// Threads left waiting with none able to run are waiting at a barrier some
+// thread never reaches: the launch fails.
 template <typename Body>
 void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   const int threads = int(block.x * block.y * block.z);
   if (block.z != 1 || grid.z != 1) fail("3-D grids and blocks are not modelled");
   if (threads < 1 || threads > 1024) fail("block size must be 1 to 1024 threads");
   if (smem_bytes > kSmemCapacity) fail("more dynamic shared memory than an SM has");
+  if (g_sched.body) fail("a launch inside a launch");
   gridDim = grid;
   blockDim = block;
-  const unsigned blocks = grid.x * grid.y;
-  // The launching thread sets a block up between `start` and its release,
-  // and checks it after `done`; the workers run body() in between. The
-  // block's barriers and exchange slots serve every block: each barrier's
-  // phases complete within a block, and slots are written before read.
-  std::barrier<> start(threads + 1), done(threads + 1);
+  const std::function<void()> run = body;
   BlockState state(threads);
-  g_block = &state;
-  std::vector<std::thread> pool;
+  g_sched.body = &run;
+  g_sched.block = &state;
+  auto& fibers = g_sched.fibers;
+  while (int(fibers.size()) < threads) fibers.push_back(std::make_unique<Fiber>());
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      threadIdx = make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0);
-      t_linear_tid = unsigned(t);
-      for (unsigned k = 0; k < blocks; ++k) {
-        start.arrive_and_wait();
-        try {
-          body();
-          if (!t_open_group.empty() || !t_groups.empty()) fail("cp.async copies never waited for");
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "%s (block %u,%u thread %d)\n", e.what(), blockIdx.x, blockIdx.y, t);
-          std::abort();
-        }
-        done.arrive_and_wait();
-      }
-    });
-  for (unsigned k = 0; k < blocks; ++k) {
+    start(*fibers[size_t(t)], make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0), unsigned(t));
+  for (unsigned k = 0; k < grid.x * grid.y; ++k) {
     blockIdx = dim3(k % grid.x, k / grid.x);
     std::memset(g_smem, 0xFF, kSmemCapacity);
-    start.arrive_and_wait();
-    done.arrive_and_wait();
+    for (int t = 0; t < threads; ++t) fibers[size_t(t)]->done = false;
+    g_sched.ready.fill(unsigned(threads));
+    const bool lowest_first = k % 2 == 0;
+    for (int t; (t = lowest_first ? g_sched.ready.lowest() : g_sched.ready.highest()) >= 0;)
+      resume(*fibers[size_t(t)]);
+    int waiting = 0;
+    for (int t = 0; t < threads; ++t) waiting += !fibers[size_t(t)]->done;
+    if (waiting > 0) {
+      std::fprintf(stderr, "emulated CUDA: %d threads of block %u,%u wait at barriers that never complete "
+                   "(a barrier not every thread reaches)\n", waiting, blockIdx.x, blockIdx.y);
+      std::abort();
+    }
     for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
       if (g_smem[i] != 0xFF) {
-        // The workers wait for the next block: abort, as a failing thread does.
         std::fprintf(stderr, "emulated CUDA: shared memory written at byte %zu, past the launch's %zu (block %u,%u)\n",
                      i, smem_bytes, blockIdx.x, blockIdx.y);
         std::abort();
       }
   }
-  for (auto& th : pool) th.join();
-  g_block = nullptr;
+  g_sched.body = nullptr;
+  g_sched.block = nullptr;
+  g_sched.running = nullptr;
 }
 
 template <typename Body>
@@ -175,16 +297,16 @@ void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
 
 }  // namespace emulated_cuda
 
-inline void __syncthreads() { emulated_cuda::g_block->block.arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emulated_cuda::warp_barrier().arrive_and_wait(); }
+inline void __syncthreads() { emulated_cuda::arrive_and_wait(emulated_cuda::block_state().block); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier()); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
-  auto& slots = emulated_cuda::g_block->shfl;
+  auto& slots = emulated_cuda::block_state().shfl;
   const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
   if (warp0 + 32 > blockDim.x * blockDim.y) emulated_cuda::fail("__shfl_xor_sync in a partial warp");
   slots[me] = v;
-  emulated_cuda::warp_barrier().arrive_and_wait();
+  emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier());
   const float other = slots[warp0 + ((me % 32) ^ unsigned(lane_mask))];
-  emulated_cuda::warp_barrier().arrive_and_wait();  // nobody overwrites a slot before all have read
+  emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier());  // nobody overwrites a slot before all have read
   return other;
 }
 inline unsigned char* dynamic_smem() { return emulated_cuda::g_smem; }
@@ -209,12 +331,12 @@ inline float bf16_half(uint32_t reg, int half) {
   return f;
 }
 inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  auto& slots = g_block->mma;
+  auto& slots = block_state().mma;
   const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
   MmaSlot& mine = slots[me];
   std::memcpy(mine.a, a, sizeof a);
   std::memcpy(mine.b, b, sizeof b);
-  warp_barrier().arrive_and_wait();
+  arrive_and_wait(warp_barrier());
   // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2.
   auto A = [&](int r, int k) {
     return bf16_half(slots[warp0 + (r % 8) * 4 + (k % 8) / 2].a[(r >= 8) + 2 * (k >= 8)], k % 2);
@@ -229,7 +351,7 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
     for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
     out[e] = s;
   }
-  warp_barrier().arrive_and_wait();  // nobody overwrites a slot before all have read
+  arrive_and_wait(warp_barrier());  // nobody overwrites a slot before all have read
   std::memcpy(d, out, sizeof out);
 }
 
@@ -238,12 +360,12 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
 // lie in the launch's shared memory; lane (g, t) gets elements (g, 2t),
 // (g, 2t + 1) of matrix i in r[i], or with trans (2t, g), (2t + 1, g).
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
-  auto& slots = g_block->mma;
+  auto& slots = block_state().mma;
   const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
   const auto* p = static_cast<const unsigned char*>(row);
   require_shared16(p, "ldmatrix row address");
   slots[me].row = p;
-  warp_barrier().arrive_and_wait();
+  arrive_and_wait(warp_barrier());
   const int g = int(me % 32) / 4, t = int(me % 4);
   auto element = [&](int matrix, int rr, int c) {
     uint16_t v;
@@ -253,7 +375,7 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   for (int i = 0; i < 4; ++i)
     r[i] = trans ? element(i, 2 * t, g) | element(i, 2 * t + 1, g) << 16
                  : element(i, g, 2 * t) | element(i, g, 2 * t + 1) << 16;
-  warp_barrier().arrive_and_wait();
+  arrive_and_wait(warp_barrier());
 }
 
 inline void cp_async_16(void* dst, const void* src) {
@@ -262,16 +384,19 @@ inline void cp_async_16(void* dst, const void* src) {
   if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("cp.async source not 16-byte aligned");
   PendingCopy c{d, {}};
   std::memcpy(c.bytes, src, 16);
-  t_open_group.push_back(c);
+  std::memset(d, 0xFF, 16);  // undefined until the wait: a read before it gets NaN
+  this_thread().open_group.push_back(c);
 }
 inline void cp_async_commit() {
-  t_groups.push_back(std::move(t_open_group));
-  t_open_group.clear();
+  Fiber& f = this_thread();
+  f.groups.push_back(std::move(f.open_group));
+  f.open_group.clear();
 }
 inline void cp_async_wait(int n) {
-  while (int(t_groups.size()) > n) {
-    for (const PendingCopy& c : t_groups.front()) std::memcpy(c.dst, c.bytes, 16);
-    t_groups.erase(t_groups.begin());
+  auto& groups = this_thread().groups;
+  while (int(groups.size()) > n) {
+    for (const PendingCopy& c : groups.front()) std::memcpy(c.dst, c.bytes, 16);
+    groups.erase(groups.begin());
   }
 }
 
