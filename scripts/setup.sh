@@ -11,6 +11,7 @@ PKGS=(
   libhdf5-openmpi-dev hdf5-tools
   libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libboost-context-dev  # fibers: the CUDA emulator's threads (tests/unit/emulated_cuda.hpp)
   libopenblas-dev libopenblas0-pthread libpcre2-dev
   fortunes fortunes-min
   python3 python3-numpy

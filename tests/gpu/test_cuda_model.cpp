@@ -34,7 +34,8 @@ std::vector<int32_t> tokens_for_step(int step, int vocab) {
 }
 
 struct Rig {
-  GPTConfig cfg = preset("tiny");
+  explicit Rig(GPTConfig c = preset("tiny")) : cfg(c) { GPT_CUDA_OK(cudaStreamCreate(&stream)); }
+  GPTConfig cfg;
   ParamLayout layout{cfg};
   MemoryTracker host_tracker, dev_tracker;
   ReplicatedState cpu{layout, kSeed, &host_tracker};
@@ -42,7 +43,6 @@ struct Rig {
   DeviceAllocator alloc{&dev_tracker};
   Matmul mm{&alloc};
   cudaStream_t stream = nullptr;
-  Rig() { GPT_CUDA_OK(cudaStreamCreate(&stream)); }
   ~Rig() { cudaStreamDestroy(stream); }
   std::vector<const float*> host_params() {
     std::vector<const float*> p;
@@ -56,7 +56,7 @@ double device_step(DeviceGPT<T>& m, DeviceReplicatedState<T>& st, const std::vec
   const ParamLayout& L = m.layout();
   const auto& P = st.params();
   const auto& G = st.grads();
-  m.set_batch(tok.data(), tok.data() + 1);
+  m.set_batch(tok.data(), tok.data() + 1);  // B x T of the model's shape
   m.forward_embedding(P[L.embedding_unit()]);
   for (int l = 0; l < L.config().n_layer; ++l) m.forward_block(l, P[L.block_unit(l)]);
   m.forward_head(P[L.final_unit()], P[L.embedding_unit()], G[L.embedding_unit()], loss_scale);
@@ -85,6 +85,51 @@ TEST(CudaModel, Fp32GradientsMatchCpu) {
     GPT_CUDA_OK(cudaMemcpy(got.data(), st.grads()[u], n * 4, cudaMemcpyDeviceToHost));
     EXPECT_LE(rel_error(got, want), 1e-4) << "gradient of unit " << s.layout.unit(u).name;
   }
+}
+
+// The paths the full-shape test does not take, against the CPU model in the
+// same shape: a pass shorter than the buffers (B=2, T=33 of 4 x 64: the
+// sampler's and a short eval's set_shape), activation checkpointing (each
+// block recomputed in backward), the classifier in chunks of 48 rows (the
+// last one partial), then logits_row, the sampler's one row, with a
+// vocabulary (250) that leaves padded columns (to 256).
+TEST(CudaModel, Fp32ShorterShapeCheckpointingChunksAndLogitsRow) {
+  GPT_REQUIRE_GPU();
+  GPTConfig cfg = preset("tiny");
+  cfg.vocab_size = 250;
+  Rig s(cfg);
+  constexpr int kB2 = 2, kT2 = 33;
+  auto tok = tokens_for_step(3, s.cfg.vocab_size);
+  const float scale = 1.f / (kB2 * kT2);
+  s.cpu_model.set_shape(kB2, kT2);
+  s.cpu.zero_grads();
+  const double cpu_loss =
+      forward_backward(s.cpu_model, s.cpu.params(), s.cpu.grads(), tok.data(), tok.data() + 1, scale);
+  DeviceReplicatedState<float> st(s.layout, s.host_params(), &s.alloc, s.stream);
+  GPTOptions opt{kB, kT};
+  opt.activation_checkpointing = true;
+  opt.classifier_chunk_rows = 48;
+  DeviceGPT<float> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
+  m.set_shape(kB2, kT2);
+  const double gpu_loss = device_step(m, st, tok, scale);
+  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * cpu_loss);
+  GPT_CUDA_OK(cudaStreamSynchronize(s.stream));
+  for (size_t u = 0; u < s.layout.num_units(); ++u) {
+    const size_t n = size_t(s.layout.unit(u).numel);
+    std::vector<float> got(n), want(s.cpu.grads(u), s.cpu.grads(u) + n);
+    GPT_CUDA_OK(cudaMemcpy(got.data(), st.grads()[u], n * 4, cudaMemcpyDeviceToHost));
+    EXPECT_LE(rel_error(got, want), 1e-4) << "gradient of unit " << s.layout.unit(u).name;
+  }
+  const ParamLayout& L = s.layout;
+  const size_t Vp = size_t(s.cfg.padded_vocab());
+  std::vector<float> got(Vp), want(Vp);
+  const int64_t row = kT2 + 5;  // second sequence
+  m.logits_row(st.params()[L.final_unit()], st.params()[L.embedding_unit()], row, got.data());
+  s.cpu_model.logits_row(s.cpu.params(L.final_unit()), s.cpu.params(L.embedding_unit()), row, want.data());
+  const size_t V = size_t(s.cfg.vocab_size);
+  EXPECT_LE(rel_error(std::vector<float>(got.begin(), got.begin() + V), std::vector<float>(want.begin(), want.begin() + V)),
+            1e-4);
+  for (size_t j = V; j < Vp; ++j) EXPECT_EQ(got[j], -INFINITY) << "padded column " << j;
 }
 
 // Trains 20 steps on the CPU (fp32) and on the GPU in T; returns both curves.

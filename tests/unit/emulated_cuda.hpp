@@ -1,5 +1,5 @@
-// Runs CUDA kernel source as host C++, each CUDA thread a fiber (a
-// ucontext with its own stack) on the calling host thread, so kernels
+// Runs CUDA kernel source as host C++, each CUDA thread a fiber (Boost.Context,
+// with its own stack) on the calling host thread, so kernels
 // written against this subset can be tested on a machine without a GPU
 // (CI). Include it before the kernel header, in a file compiled by the host
 // compiler with the CUDA headers on the include path.
@@ -51,10 +51,11 @@
 #include <stdexcept>
 #include <string>
 #include <functional>
+#include <map>
 #include <vector>
 
-#include <sys/mman.h>
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 
 // The CUDA headers define some of these for host compilers; ours win.
 #undef __global__
@@ -93,25 +94,16 @@ struct PendingCopy {
   unsigned char bytes[16];
 };
 
-// A CUDA thread. Its stack is mapped once and reused by every launch; a
-// page below it is left inaccessible, so an overflow faults instead of
-// corrupting the next stack.
+// A CUDA thread: a fiber (Boost.Context) on a stack with a guard page, so an
+// overflow faults instead of corrupting the next stack. Fibers are made once
+// and serve every later launch and block.
 struct Fiber {
-  static constexpr size_t kStackBytes = 256 * 1024, kGuardBytes = 4096;
-  Fiber() {
-    void* p = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    mprotect(p, kGuardBytes, PROT_NONE);
-    region = static_cast<unsigned char*>(p);
-  }
-  ~Fiber() { munmap(region, kStackBytes + kGuardBytes); }
-  Fiber(const Fiber&) = delete;
-  Fiber& operator=(const Fiber&) = delete;
-  unsigned char* region;
-  ucontext_t context;
+  static constexpr size_t kStackBytes = 256 * 1024;
+  boost::context::fiber context;    // this thread, while suspended
+  boost::context::fiber scheduler;  // the scheduler, while this thread runs
   uint3 idx;
   unsigned linear = 0;
-  bool done = false;
+  bool done = true;
   std::vector<PendingCopy> open_group;
   std::vector<std::vector<PendingCopy>> groups;
 };
@@ -165,7 +157,6 @@ class ReadySet {
 };
 
 struct Scheduler {
-  ucontext_t context;
   std::vector<std::unique_ptr<Fiber>> fibers;  // grows to the largest block seen
   Fiber* running = nullptr;
   BlockState* block = nullptr;
@@ -176,15 +167,17 @@ inline Scheduler g_sched;
 
 inline BlockState& block_state() { return *g_sched.block; }
 inline Fiber& this_thread() { return *g_sched.running; }
-inline void yield() { swapcontext(&g_sched.running->context, &g_sched.context); }
-// Runs f until it waits at a barrier or finishes. Out of line: swapcontext
-// is returns-twice to the compiler, which would otherwise warn that the
-// scheduler's locals may be clobbered (it saves and restores them).
-[[gnu::noinline]] inline void resume(Fiber& f) {
+// The running thread suspends; the scheduler's resume() returns.
+inline void yield() {
+  Fiber& f = this_thread();
+  f.scheduler = std::move(f.scheduler).resume();
+}
+// Runs f until it waits at a barrier or finishes.
+inline void resume(Fiber& f) {
   threadIdx = f.idx;
   t_linear_tid = f.linear;
   g_sched.running = &f;
-  swapcontext(&g_sched.context, &f.context);
+  f.context = std::move(f.context).resume();
 }
 
 inline void arrive_and_wait(Barrier& b) {
@@ -210,8 +203,7 @@ inline void require_shared16(const unsigned char* p, const char* what) {
 // waits for the scheduler to start it on the next block. A rule broken in
 // any thread (an exception) aborts the process with its message, as a
 // kernel fault ends a CUDA program.
-inline void fiber_main() {
-  Fiber& f = this_thread();
+inline void fiber_main(Fiber& f) {
   for (;;) {
     try {
       (*g_sched.body)();
@@ -226,16 +218,16 @@ inline void fiber_main() {
   }
 }
 
-// A fresh context for f on its stack, entering fiber_main. Out of line for
-// the same reason as resume (getcontext is returns-twice).
-[[gnu::noinline]] inline void start(Fiber& f, uint3 idx, unsigned linear) {
-  getcontext(&f.context);
-  f.context.uc_stack.ss_sp = f.region + Fiber::kGuardBytes;
-  f.context.uc_stack.ss_size = Fiber::kStackBytes;
-  f.context.uc_link = nullptr;  // fiber_main never returns
-  makecontext(&f.context, fiber_main, 0);
-  f.idx = idx;
-  f.linear = linear;
+inline std::unique_ptr<Fiber> make_fiber() {
+  auto f = std::make_unique<Fiber>();
+  Fiber* self = f.get();
+  f->context = boost::context::fiber(std::allocator_arg, boost::context::protected_fixedsize_stack(Fiber::kStackBytes),
+                                     [self](boost::context::fiber&& scheduler) {
+                                       self->scheduler = std::move(scheduler);
+                                       fiber_main(*self);  // never returns
+                                       return std::move(self->scheduler);
+                                     });
+  return f;
 }
 
 // Runs body() as grid x block CUDA threads with smem_bytes of dynamic
@@ -260,9 +252,11 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   g_sched.body = &run;
   g_sched.block = &state;
   auto& fibers = g_sched.fibers;
-  while (int(fibers.size()) < threads) fibers.push_back(std::make_unique<Fiber>());
-  for (int t = 0; t < threads; ++t)
-    start(*fibers[size_t(t)], make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0), unsigned(t));
+  while (int(fibers.size()) < threads) fibers.push_back(make_fiber());
+  for (int t = 0; t < threads; ++t) {
+    fibers[size_t(t)]->idx = make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0);
+    fibers[size_t(t)]->linear = unsigned(t);
+  }
   for (unsigned k = 0; k < grid.x * grid.y; ++k) {
     blockIdx = dim3(k % grid.x, k / grid.x);
     std::memset(g_smem, 0xFF, kSmemCapacity);
@@ -293,6 +287,26 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
 template <typename Body>
 void launch(dim3 grid, int threads, size_t smem_bytes, Body body) {
   launch(grid, dim3(unsigned(threads)), smem_bytes, body);
+}
+
+// The dynamic shared memory each kernel opted into with
+// cudaFuncSetAttribute(kMaxDynamicSharedMemorySize) (the host runtime,
+// tests/unit/host_cuda, records it here).
+inline std::map<const void*, size_t> g_smem_opt_in;
+
+// A launch by the CUDA backend's launch_kernel (model/cuda/launch.cuh): as
+// on the GPU, more than 48 KiB of dynamic shared memory needs the kernel's
+// opt-in.
+template <typename Body>
+void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, Body body) {
+  constexpr size_t kDefaultSmem = 48 * 1024;
+  const auto opt_in = g_smem_opt_in.find(kernel);
+  if (smem_bytes > kDefaultSmem && (opt_in == g_smem_opt_in.end() || smem_bytes > opt_in->second)) {
+    std::fprintf(stderr, "emulated CUDA: a launch with %zu bytes of dynamic shared memory, more than 48 KiB, "
+                 "without the kernel's cudaFuncSetAttribute opt-in\n", smem_bytes);
+    std::abort();
+  }
+  launch(grid, block, smem_bytes, body);
 }
 
 }  // namespace emulated_cuda

@@ -1,7 +1,7 @@
 // Launcher of the AdamW kernel (adamw_kernels.cuh).
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/adamw_kernels.cuh"
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 
 namespace gpt::cuda {
 
@@ -11,9 +11,8 @@ template <typename G, typename T>
 void adamw_update(const UnitSpec& unit, int64_t begin, int64_t end, float* master, T* param, const G* g, float* m,
                   float* v, const AdamWHyper& h, const AdamWStep& s, cudaStream_t stream) {
   for_each_tensor_update(unit, begin, end, h, s, [&](int64_t o, int64_t n, const AdamWArgs& a) {
-    adamw_kernel<G, T><<<blocks_for_update(n), kThreads, 0, stream>>>(master + o, param ? param + o : nullptr,
-                                                                       g + o, m + o, v + o, n, a);
-    GPT_CUDA_LAUNCHED();
+    detail::launch_kernel(adamw_kernel<G, T>, blocks_for_update(n), kThreads, 0, stream, master + o,
+                          param ? param + o : nullptr, g + o, m + o, v + o, n, a);
   });
 }
 

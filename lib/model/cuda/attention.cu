@@ -6,6 +6,7 @@
 #include "model/cuda/attention_simt_kernels.cuh"
 #include "model/cuda/attention_tc.hpp"
 #include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/dtype.cuh"
 
 namespace gpt::cuda {
@@ -15,17 +16,15 @@ using namespace detail::simt;
 
 template <typename T, int HS>
 void forward_hs(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream) {
-  attention_forward_kernel<T, HS><<<forward_grid(s.B, s.T, s.NH), 32 * kFwdWarps, 0, stream>>>(
-      out, lse, qkv, int(s.T), int(s.C), int(s.NH), 1.f / sqrtf(float(HS)));
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(attention_forward_kernel<T, HS>, forward_grid(s.B, s.T, s.NH), 32 * kFwdWarps, 0, stream,
+                        out, lse, qkv, int(s.T), int(s.C), int(s.NH), 1.f / sqrtf(float(HS)));
 }
 
 template <typename T, int HS>
 void delta_hs(float* delta, const T* dout, const T* out, const AttentionShape& s, cudaStream_t stream) {
   const int64_t rows = s.B * s.NH * s.T;
-  attention_delta_kernel<T, HS><<<blocks_for(rows, kDeltaThreads), kDeltaThreads, 0, stream>>>(
-      delta, dout, out, int(s.T), int(s.C), int(s.NH), rows);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(attention_delta_kernel<T, HS>, blocks_for(rows, kDeltaThreads), kDeltaThreads, 0, stream,
+                        delta, dout, out, int(s.T), int(s.C), int(s.NH), rows);
 }
 
 template <typename T, int HS>
@@ -33,12 +32,10 @@ void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const
                  cudaStream_t stream) {
   const dim3 grid = backward_grid(s.B, s.T, s.NH);
   const float scale = 1.f / sqrtf(float(HS));
-  attention_dkv_kernel<T, HS><<<grid, 32, 0, stream>>>(dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
-                                                      scale);
-  GPT_CUDA_LAUNCHED();
-  attention_dq_kernel<T, HS><<<grid, 32, 0, stream>>>(dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
-                                                     scale);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(attention_dkv_kernel<T, HS>, grid, 32, 0, stream, dqkv, dout, qkv, lse, delta, int(s.T),
+                        int(s.C), int(s.NH), scale);
+  detail::launch_kernel(attention_dq_kernel<T, HS>, grid, 32, 0, stream, dqkv, dout, qkv, lse, delta, int(s.T),
+                        int(s.C), int(s.NH), scale);
 }
 
 void require_head_size(const AttentionShape& s) {

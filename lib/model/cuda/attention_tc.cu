@@ -4,6 +4,7 @@
 #include "model/cuda/attention_tc.hpp"
 #include "model/cuda/attention_tc_kernels.cuh"
 #include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 
 namespace gpt::cuda::detail {
 namespace {
@@ -17,13 +18,13 @@ template <auto kKernel, typename... Args>
 void launch(int smem, dim3 grid, cudaStream_t stream, Args... args) {
   if (smem > 48 * 1024) {
     static const bool opted_in = [smem] {
-      GPT_CUDA_OK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      GPT_CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       return true;
     }();
     (void)opted_in;
   }
-  kKernel<<<grid, kThreads, smem, stream>>>(args...);
-  GPT_CUDA_LAUNCHED();
+  launch_kernel(kKernel, grid, kThreads, size_t(smem), stream, args...);
 }
 
 template <int HS>

@@ -1,7 +1,7 @@
 // Launchers of the bias-gradient kernels (bias_grad_kernels.cuh).
 #include "model/cuda/bias_grad.hpp"
 #include "model/cuda/bias_grad_kernels.cuh"
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 
 namespace gpt::cuda {
 
@@ -12,10 +12,10 @@ int64_t bias_grad_scratch(int64_t N, int64_t OC) { return parts_for(N) * OC; }
 template <typename T>
 void bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cudaStream_t s) {
   const LaunchPlan l = launch_plan(N, OC);
-  bias_grad_partial_kernel<T><<<l.partial_grid, l.partial_block, 0, s>>>(scratch, dout, N, OC, l.chunk);
-  GPT_CUDA_LAUNCHED();
-  bias_grad_final_kernel<T><<<l.final_blocks, LaunchPlan::kFinalThreads, 0, s>>>(dbias, scratch, l.parts, OC);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(bias_grad_partial_kernel<T>, l.partial_grid, l.partial_block, 0, s, scratch, dout, N, OC,
+                        l.chunk);
+  detail::launch_kernel(bias_grad_final_kernel<T>, l.final_blocks, LaunchPlan::kFinalThreads, 0, s, dbias, scratch,
+                        l.parts, OC);
 }
 
 template void bias_grad<float>(float*, const float*, float*, int64_t, int64_t, cudaStream_t);

@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/classifier_kernels.cuh"
 
@@ -18,10 +18,9 @@ void classifier_forward_backward(Matmul& mm, const ClassifierArgs<T>& a, const C
     const T* x = a.inp + r0 * s.C;
     mm.linear_forward<T>(a.logits, x, a.wte, nullptr, rows, s.C, s.Vp, stream);
     with_width<T>(width, [&](auto w) {
-      softmax_xent_kernel<T, w()><<<unsigned(rows), kThreads, 0, stream>>>(a.logits, a.losses + r0, a.targets + r0,
-                                                                          s.V, s.Vp, grad, a.loss_scale);
+      detail::launch_kernel(softmax_xent_kernel<T, w()>, unsigned(rows), kThreads, 0, stream, a.logits, a.losses + r0,
+                            a.targets + r0, s.V, s.Vp, grad, a.loss_scale);
     });
-    GPT_CUDA_LAUNCHED();
     if (grad) mm.linear_backward<T>(a.dinp + r0 * s.C, a.dwte, nullptr, a.logits, x, a.wte, rows, s.C, s.Vp, stream);
   }
 }
@@ -31,8 +30,7 @@ void classifier_logits_row(Matmul& mm, T* logits, const T* inp_row, const T* wte
                            cudaStream_t stream) {
   mm.linear_forward<T>(logits, inp_row, wte, nullptr, 1, s.C, s.Vp, stream);
   if (s.Vp > s.V) {
-    mask_padded_kernel<T><<<blocks_for(s.Vp - s.V, 256), 256, 0, stream>>>(logits, s.V, s.Vp);
-    GPT_CUDA_LAUNCHED();
+    detail::launch_kernel(mask_padded_kernel<T>, blocks_for(s.Vp - s.V, 256), 256, 0, stream, logits, s.V, s.Vp);
   }
 }
 

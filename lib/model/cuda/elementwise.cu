@@ -1,5 +1,5 @@
 // Launchers of the small device ops (elementwise_kernels.cuh).
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/elementwise_kernels.cuh"
 
@@ -10,15 +10,13 @@ using namespace detail::elementwise_impl;
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  convert_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, src, n);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(convert_kernel<To, From>, grid_for(n), kThreads, 0, s, dst, src, n);
 }
 
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  accumulate_kernel<<<grid_for(n), kThreads, 0, s>>>(acc, src, n);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(accumulate_kernel<Acc, Src>, grid_for(n), kThreads, 0, s, acc, src, n);
 }
 
 int64_t sum_squares_scratch() { return kSumBlocks; }
@@ -30,10 +28,8 @@ namespace {
 template <typename T, bool kSquare>
 void sum_into(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
   if (n == 0) return;
-  sum_kernel<T, kSquare><<<kSumBlocks, kSumThreads, 0, s>>>(x, n, scratch);
-  GPT_CUDA_LAUNCHED();
-  sum_partials_kernel<<<1, 1, 0, s>>>(scratch, kSumBlocks, out);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(sum_kernel<T, kSquare>, kSumBlocks, kSumThreads, 0, s, x, n, scratch);
+  detail::launch_kernel(sum_partials_kernel, 1, 1, 0, s, scratch, kSumBlocks, out);
 }
 
 }  // namespace

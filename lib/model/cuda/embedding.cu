@@ -1,5 +1,5 @@
 // Launchers of the embedding kernels (embedding_kernels.cuh).
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/embedding.hpp"
 #include "model/cuda/embedding_kernels.cuh"
 
@@ -11,8 +11,8 @@ template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t Tn, int64_t C,
                        cudaStream_t s) {
   const int64_t total = B * Tn * C;
-  embedding_forward_kernel<<<blocks_for(total, kThreads), kThreads, 0, s>>>(out, tokens, wte, wpe, Tn, C, total);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(embedding_forward_kernel<T>, blocks_for(total, kThreads), kThreads, 0, s, out, tokens, wte,
+                        wpe, Tn, C, total);
 }
 
 template <typename T>
@@ -24,11 +24,9 @@ void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* groups, 
   const int32_t* token = starts + num_groups + 1;
   if (num_groups > 0) {
     dim3 grid(unsigned(num_groups), blocks_for(C, kWteThreads));
-    wte_backward_kernel<<<grid, kWteThreads, 0, s>>>(dwte, dout, order, starts, token, C);
-    GPT_CUDA_LAUNCHED();
+    detail::launch_kernel(wte_backward_kernel<T>, grid, kWteThreads, 0, s, dwte, dout, order, starts, token, C);
   }
-  wpe_backward_kernel<<<blocks_for(Tn * C, kThreads), kThreads, 0, s>>>(dwpe, dout, B, Tn, C);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(wpe_backward_kernel<T>, blocks_for(Tn * C, kThreads), kThreads, 0, s, dwpe, dout, B, Tn, C);
 }
 
 #define GPT_INSTANTIATE(T)                                                                                    \

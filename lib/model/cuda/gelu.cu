@@ -1,5 +1,5 @@
 // Launchers of the unfused GELU kernels (gelu_kernels.cuh).
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/gelu.hpp"
 #include "model/cuda/gelu_kernels.cuh"
 
@@ -9,14 +9,12 @@ using namespace detail::gelu_impl;
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, int64_t n, cudaStream_t s) {
-  gelu_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, inp, n);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(gelu_forward_kernel<T>, blocks_for(n, kThreads), kThreads, 0, s, out, inp, n);
 }
 
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n, cudaStream_t s) {
-  gelu_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dinp, inp, dout, n);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(gelu_backward_kernel<T>, blocks_for(n, kThreads), kThreads, 0, s, dinp, inp, dout, n);
 }
 
 template void gelu_forward<float>(float*, const float*, int64_t, cudaStream_t);

@@ -1,4 +1,4 @@
-#include "model/cuda/check.hpp"
+#include "model/cuda/launch.cuh"
 #include "model/cuda/layernorm.hpp"
 #include "model/cuda/layernorm_kernels.cuh"
 
@@ -10,10 +10,9 @@ template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b, int64_t N, int64_t C,
                        cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {out, inp, w, b}), [&](auto width) {
-    layernorm_forward_kernel<T, width()><<<blocks_for(N, kRowsPerBlock), 32 * kRowsPerBlock, 0, s>>>(
-        out, mean, rstd, inp, w, b, N, C);
+    detail::launch_kernel(layernorm_forward_kernel<T, width()>, blocks_for(N, kRowsPerBlock), 32 * kRowsPerBlock, 0,
+                          s, out, mean, rstd, inp, w, b, N, C);
   });
-  GPT_CUDA_LAUNCHED();
 }
 
 int64_t layernorm_backward_scratch(int64_t C) { return int64_t(kBackwardWarps) * 2 * C; }
@@ -22,12 +21,11 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, float* scratch, const T* dout, const T* inp, const T* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {dinp, dout, inp, w}), [&](auto width) {
-    layernorm_backward_kernel<T, width()><<<kBackwardWarps / kBackwardWarpsPerBlock, 32 * kBackwardWarpsPerBlock, 0,
-                                            s>>>(dinp, scratch, dout, inp, w, mean, rstd, N, C);
+    detail::launch_kernel(layernorm_backward_kernel<T, width()>, kBackwardWarps / kBackwardWarpsPerBlock,
+                          32 * kBackwardWarpsPerBlock, 0, s, dinp, scratch, dout, inp, w, mean, rstd, N, C);
   });
-  GPT_CUDA_LAUNCHED();
-  layernorm_param_grad_kernel<T><<<blocks_for(C, 256), 256, 0, s>>>(dw, db, scratch, kBackwardWarps, C);
-  GPT_CUDA_LAUNCHED();
+  detail::launch_kernel(layernorm_param_grad_kernel<T>, blocks_for(C, 256), 256, 0, s, dw, db, scratch,
+                        kBackwardWarps, C);
 }
 
 #define GPT_INSTANTIATE(T)                                                                                        \

@@ -4,6 +4,8 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
+#include <Eigen/Core>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -204,17 +206,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const v
   const float al_ = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
   const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols), k = int64_t(ta ? la.rows : la.cols);
-  // op(X)[r, c] of a column-major X with leading dimension ldx.
-  auto at = [](const void* X, const Layout& l, bool t, int64_t r, int64_t c) {
-    return t ? load(X, l.type, c + r * l.ld) : load(X, l.type, r + c * l.ld);
+  // op(X)[r, c] of a column-major X with leading dimension ldx, widened to
+  // double; the product in double (Eigen), so the only roundings are the
+  // inputs' and the output's, as with fp32 accumulation to within its error.
+  auto op = [](const void* X, const Layout& l, bool t, int64_t rows, int64_t cols) {
+    Eigen::MatrixXd M(rows, cols);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < rows; ++r) M(r, c) = t ? load(X, l.type, c + r * l.ld) : load(X, l.type, r + c * l.ld);
+    return M;
   };
   // C may be D itself (in place): compute into a copy first.
+  const Eigen::MatrixXd S = op(A, la, ta, m, k) * op(B, lb, tb, k, n);
   std::vector<double> out(size_t(m * n));
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += at(A, la, ta, i, p) * at(B, lb, tb, p, j);
-      double x = al_ * s;
+      double x = al_ * S(i, j);
       if (be != 0.f) x += be * load(C, lc.type, i + j * lc.ld);
       if (has_bias(d.epilogue)) x += load(d.bias, ld.type, i);
       if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {

@@ -1,6 +1,6 @@
-// A host implementation of the CUDA runtime calls that the device allocator
-// (core/cuda/device_memory.cpp), Matmul and the kernels' error checks make,
-// for tests without a GPU: link this instead of libcudart. "Device" memory is
+// A host implementation of the CUDA runtime calls the CUDA backend makes
+// (device queries, memory, copies, streams, events, launch checks), for
+// tests without a GPU: link this instead of libcudart. "Device" memory is
 // host memory with cudaMalloc's 256-byte alignment, filled with 0xFF (NaN in
 // fp32 and bf16) so a read of memory nothing wrote poisons results; streams
 // are the host's program order. host_cuda::set_device_memory() gives the
@@ -8,6 +8,8 @@
 #include "host_cuda_runtime.hpp"
 
 #include <cuda_runtime.h>
+
+#include "emulated_cuda.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +57,106 @@ cudaError_t cudaGetLastError() {
   g_last = cudaSuccess;
   return e;
 }
+
+// One device, "emulated", compute capability 9.0 (so the tensor-core paths
+// run), with the H100's shared memory per block.
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice); }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
+  if (d != 0) return g_last = cudaErrorInvalidDevice;
+  *prop = cudaDeviceProp{};
+  std::strcpy(prop->name, "emulated CUDA device");
+  prop->major = 9;
+  prop->minor = 0;
+  prop->totalGlobalMem = g_capacity;
+  prop->sharedMemPerBlockOptin = emulated_cuda::kSmemCapacity;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
+  if (d != 0) return g_last = cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    default: return g_last = cudaErrorInvalidValue;
+  }
+}
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return g_last = cudaErrorInvalidValue;
+  if (value < 0 || size_t(value) > emulated_cuda::kSmemCapacity) return g_last = cudaErrorInvalidValue;
+  emulated_cuda::g_smem_opt_in[kernel] = size_t(value);
+  return cudaSuccess;
+}
+
+// Pinned host memory is host memory.
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = std::malloc(bytes ? bytes : 1);
+  return *p ? cudaSuccess : (g_last = cudaErrorMemoryAllocation);
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return cudaMallocHost(p, bytes); }
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+// Copies are immediate: everything before them on any stream has run.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+// Streams and events: work runs when it is issued, so every wait is done.
+// Handles are distinct non-null pointers, checked when destroyed.
+namespace {
+std::map<void*, int> g_handles;  // stream or event -> 1
+template <typename H>
+cudaError_t make_handle(H* h) {
+  *h = reinterpret_cast<H>(new char);
+  g_handles[*h] = 1;
+  return cudaSuccess;
+}
+template <typename H>
+cudaError_t destroy_handle(H h) {
+  const auto it = g_handles.find(h);
+  if (it == g_handles.end()) return g_last = cudaErrorInvalidResourceHandle;
+  g_handles.erase(it);
+  delete reinterpret_cast<char*>(h);
+  return cudaSuccess;
+}
+}  // namespace
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return make_handle(s); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { return make_handle(s); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return destroy_handle(s); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return make_handle(e); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return make_handle(e); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return destroy_handle(e); }
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0.f;  // no timing here
+  return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  *a = cudaPointerAttributes{};
+  bool device = false;
+  const auto* q = static_cast<const char*>(p);
+  for (const auto& [base, size] : g_blocks)
+    if (q >= static_cast<const char*>(base) && q < static_cast<const char*>(base) + size) device = true;
+  a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+  return cudaSuccess;
+}
+
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "no error";
