@@ -505,7 +505,7 @@ struct Trainer::Impl {
         ++steady_steps;
       }
       const double tps = tokens_per_step / dt;
-      const double mfu = flops_per_step / dt / gemm_peak;
+      const double mfu = gemm_peak > 0 ? flops_per_step / dt / gemm_peak : 0.0;  // 0: peak unknown
       sum.losses.push_back(loss);
       sum.grad_norms.push_back(norm);
       const auto mm = mem_max();
@@ -561,7 +561,7 @@ struct Trainer::Impl {
     if (steady_steps > 0) {
       sum.step_time_s = steady_time / steady_steps;
       sum.tokens_per_s = tokens_per_step / sum.step_time_s;
-      sum.mfu = flops_per_step / sum.step_time_s / gemm_peak;
+      sum.mfu = gemm_peak > 0 ? flops_per_step / sum.step_time_s / gemm_peak : 0.0;
       sum.comm_s_per_step = steady_comm / steady_steps;
       sum.exposed_s_per_step = steady_exposed / steady_steps;
     }
