@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Every strategy on the GPU through the common trainer (ctest label gpu):
-#  * fp32: 1 rank on the GPU follows 1 rank on the CPU (losses within 1e-4
-#    relative), and every strategy on 2 and 4 ranks sharing the GPU (MPI,
-#    staged through host memory) equals 1 rank on the GPU (within 1e-5:
-#    only the summation order of the reductions differs);
-#  * bf16 (the default on cuda): every strategy on 2 ranks, with fp32 and
-#    bf16 gradient reduction, within 3% of the 1-rank fp32 GPU losses
-#    (tolerance: tests/gpu/test_cuda_model.cpp);
+#  * fp32: 1 rank on the GPU follows 1 rank on the CPU (losses and gradient
+#    norms within 1e-4 relative), and every strategy on 2 and 4 ranks
+#    sharing the GPU (MPI, staged through host memory) equals 1 rank on the
+#    GPU (within 1e-5: only the summation order of the reductions differs);
+#  * bf16 (the default on cuda): 1 rank within 3% of the fp32 GPU losses
+#    (tolerance: tests/gpu/test_cuda_model.cpp); every strategy on 2 ranks,
+#    with fp32 and bf16 gradient reduction, within 2% of 1 bf16 rank
+#    (losses and gradient norms; measured up to 0.7%: the reductions' order
+#    and bf16 rounding; a gradient piece dropped moves the norm by 2x);
 #  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU).
 # Exits 77 (skipped) on a machine without a GPU.
 #   train_strategies.sh BUILD_DIR WORK_DIR [EMULATED_TRAINER]
@@ -34,16 +36,17 @@ run() {  # NAME NP ARGS...
   "$mpirun" -np "$np" "${train[@]}" --metrics "$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 ||
     { echo "FAILED: $name"; cat "$work/$name.log"; exit 1; }
 }
-compare() {  # REF RUN TOLERANCE
-  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" <<'PY'
+compare() {  # REF RUN TOLERANCE [KEYS]: step by step, losses and gradient norms by default
+  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" "${4:-loss grad_norm}" <<'PY'
 import json, sys
-def losses(p):
-    return [r["loss"] for r in map(json.loads, open(p)) if "type" not in r]  # step records have no type
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+def steps(p):
+    return [r for r in map(json.loads, open(p)) if "type" not in r]  # step records have no type
+a, b, tol, keys = steps(sys.argv[1]), steps(sys.argv[2]), float(sys.argv[3]), sys.argv[4].split()
 assert len(a) == len(b) and a, f"{sys.argv[2]}: {len(b)} steps, reference {len(a)}"
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print(f"{sys.argv[2].split('/')[-1]:<28} max relative loss difference {worst:.2e} (tolerance {tol:g})")
-sys.exit(0 if worst <= tol else 1)
+worst = {k: max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b)) for k in keys}
+print(f"{sys.argv[2].split('/')[-1]:<30} max relative difference: "
+      + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()) + f" (tolerance {tol:g})")
+sys.exit(0 if max(worst.values()) <= tol else 1)
 PY
 }
 
@@ -64,14 +67,16 @@ for np in 2 4; do
     compare gpu_fp32 "fp32_${s}_np$np" 1e-5
   done
 done
+run gpu_bf16 1 --device cuda
+compare gpu_fp32 gpu_bf16 0.03 loss
 for s in ddp zero1 zero2 zero3 hybrid; do
   mesh=(); [ "$s" = hybrid ] && mesh=(--mesh 2x1)
   for r in fp32 bf16; do
     run "bf16_${s}_reduce_$r" 2 --device cuda --strategy "$s" --reduce-dtype "$r" "${mesh[@]}"
-    compare gpu_fp32 "bf16_${s}_reduce_$r" 0.03
+    compare gpu_bf16 "bf16_${s}_reduce_$r" 0.02
   done
   [ -n "$emulated" ] && continue
   run "nccl_$s" 1 --device cuda --comm nccl --strategy "$s"
-  compare gpu_fp32 "nccl_$s" 0.03
+  compare gpu_bf16 "nccl_$s" 0.02
 done
 echo "every strategy on the ${emulated:+emulated }GPU: ok"
