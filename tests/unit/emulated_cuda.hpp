@@ -29,8 +29,9 @@
 //  - cp.async (commit/wait_group): copies held back until the wait that
 //    covers them, and a launch fails if a thread ends with copies it never
 //    waited for.
-// What it does not: timing, occupancy, register limits, bank conflicts, the
-// launch's shared-memory limit.
+// What it does not: timing, occupancy, register limits, bank conflicts,
+// concurrent launches (launches come from one host thread at a time, as the
+// CUDA backend makes them).
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,

@@ -14,22 +14,35 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 
+// Thread-safe like the real runtime: the MPI communicator's progress
+// thread stages device buffers (pointer queries, copies) while the main
+// thread allocates. The last error is per host thread, as in CUDA.
 namespace {
-cudaError_t g_last = cudaSuccess;
+thread_local cudaError_t g_last = cudaSuccess;
+std::mutex g_mu;  // guards everything below
 size_t g_capacity = size_t(-1), g_used = 0;
 std::map<void*, size_t> g_blocks;
+std::map<void*, int> g_handles;  // stream or event -> 1
 }  // namespace
 
 namespace host_cuda {
-void set_device_memory(size_t capacity) { g_capacity = capacity; }
-size_t device_memory_used() { return g_used; }
+void set_device_memory(size_t capacity) {
+  std::lock_guard lk(g_mu);
+  g_capacity = capacity;
+}
+size_t device_memory_used() {
+  std::lock_guard lk(g_mu);
+  return g_used;
+}
 }  // namespace host_cuda
 
 // Like cudaMalloc, an allocation that does not fit sets the sticky-until-read
 // last error too.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   const size_t size = (bytes + 255) / 256 * 256;
+  std::lock_guard lk(g_mu);
   *p = size <= g_capacity - g_used ? std::aligned_alloc(256, size) : nullptr;
   if (!*p) return g_last = cudaErrorMemoryAllocation;
   std::memset(*p, 0xFF, bytes);
@@ -39,6 +52,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  std::lock_guard lk(g_mu);
   const auto it = g_blocks.find(p);
   if (it == g_blocks.end()) return g_last = cudaErrorInvalidValue;
   g_used -= it->second;
@@ -75,7 +89,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   std::strcpy(prop->name, "emulated CUDA device");
   prop->major = 9;
   prop->minor = 0;
-  prop->totalGlobalMem = g_capacity;
+  {
+    std::lock_guard lk(g_mu);
+    prop->totalGlobalMem = g_capacity;
+  }
   prop->sharedMemPerBlockOptin = emulated_cuda::kSmemCapacity;
   return cudaSuccess;
 }
@@ -90,6 +107,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return g_last = cudaErrorInvalidValue;
   if (value < 0 || size_t(value) > emulated_cuda::kSmemCapacity) return g_last = cudaErrorInvalidValue;
+  std::lock_guard lk(g_mu);
   emulated_cuda::g_smem_opt_in[kernel] = size_t(value);
   return cudaSuccess;
 }
@@ -116,15 +134,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 // Streams and events: work runs when it is issued, so every wait is done.
 // Handles are distinct non-null pointers, checked when destroyed.
 namespace {
-std::map<void*, int> g_handles;  // stream or event -> 1
 template <typename H>
 cudaError_t make_handle(H* h) {
   *h = reinterpret_cast<H>(new char);
+  std::lock_guard lk(g_mu);
   g_handles[*h] = 1;
   return cudaSuccess;
 }
 template <typename H>
 cudaError_t destroy_handle(H h) {
+  std::lock_guard lk(g_mu);
   const auto it = g_handles.find(h);
   if (it == g_handles.end()) return g_last = cudaErrorInvalidResourceHandle;
   g_handles.erase(it);
@@ -151,6 +170,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   *a = cudaPointerAttributes{};
   bool device = false;
   const auto* q = static_cast<const char*>(p);
+  std::lock_guard lk(g_mu);
   for (const auto& [base, size] : g_blocks)
     if (q >= static_cast<const char*>(base) && q < static_cast<const char*>(base) + size) device = true;
   a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
