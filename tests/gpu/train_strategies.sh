@@ -9,15 +9,17 @@
 #    with fp32 and bf16 gradient reduction, within 2% of 1 bf16 rank
 #    (losses and gradient norms; measured up to 0.7%: the reductions' order
 #    and bf16 rounding; a gradient piece dropped moves the norm by 2x);
-#  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU);
+#  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU; with
+#    the emulator, which can have several devices, 2 ranks too);
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
 #    within 2% under ddp on 1 rank.
 # Exits 77 (skipped) on a machine without a GPU.
 #   train_strategies.sh BUILD_DIR WORK_DIR [EMULATED_TRAINER]
 # With EMULATED_TRAINER (tests/gpt_train_emulated: the trainer on the CUDA
-# backend compiled for the CPU emulator, no NCCL) the same runs check the
-# device code paths without a GPU; the NCCL runs are left out, and MFU must
-# be 0 (no peak is known for the emulated device), not inf or null.
+# backend compiled for the CPU emulator, NCCL's calls done by MPI on host
+# memory) the same runs check the device code paths without a GPU, NCCL
+# also runs on 2 ranks (GPT_EMULATED_DEVICES=2), and MFU must be 0 (no peak
+# is known for the emulated device), not inf or null.
 set -euo pipefail
 build="$1"; work="$2"; emulated="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -80,9 +82,13 @@ for s in ddp zero1 zero2 zero3 hybrid; do
     run "bf16_${s}_reduce_$r" 2 --device cuda --strategy "$s" --reduce-dtype "$r" "${mesh[@]}"
     compare gpu_bf16 "bf16_${s}_reduce_$r" 0.02
   done
-  [ -n "$emulated" ] && continue
   run "nccl_$s" 1 --device cuda --comm nccl --strategy "$s"
   compare gpu_bf16 "nccl_$s" 0.02
+  # NCCL on several ranks needs a GPU each: only the emulator has them here.
+  if [ -n "$emulated" ]; then
+    GPT_EMULATED_DEVICES=2 run "nccl_${s}_np2" 2 --device cuda --comm nccl --strategy "$s" "${mesh[@]}"
+    compare gpu_bf16 "nccl_${s}_np2" 0.02
+  fi
 done
 # Checkpoints of device state (bf16 parameters, fp32 master and moments
 # downloaded; uploaded and narrowed on resume): zero3 on 2 ranks saves at

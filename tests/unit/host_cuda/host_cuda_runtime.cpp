@@ -72,19 +72,36 @@ cudaError_t cudaGetLastError() {
   return e;
 }
 
-// One device, "emulated", compute capability 9.0 (so the tensor-core paths
-// run), with the H100's shared memory per block.
+// GPT_EMULATED_DEVICES devices (default 1: more lets several ranks of a
+// node use NCCL, one per device), each "emulated CUDA device" of compute
+// capability 9.0 (so the tensor-core paths run) with the H100's shared
+// memory per block, all sharing the host's memory.
+namespace {
+int device_count() {
+  static const int n = [] {
+    const char* v = std::getenv("GPT_EMULATED_DEVICES");
+    return v && std::atoi(v) > 0 ? std::atoi(v) : 1;
+  }();
+  return n;
+}
+thread_local int g_device = 0;
+bool valid_device(int d) { return d >= 0 && d < device_count(); }
+}  // namespace
 cudaError_t cudaGetDeviceCount(int* n) {
-  *n = 1;
+  *n = device_count();
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* d) {
-  *d = 0;
+  *d = g_device;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int d) {
+  if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
+  g_device = d;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
-  if (d != 0) return g_last = cudaErrorInvalidDevice;
+  if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
   std::strcpy(prop->name, "emulated CUDA device");
   prop->major = 9;
@@ -97,7 +114,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
-  if (d != 0) return g_last = cudaErrorInvalidDevice;
+  if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
   switch (attr) {
     case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
@@ -174,6 +191,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   for (const auto& [base, size] : g_blocks)
     if (q >= static_cast<const char*>(base) && q < static_cast<const char*>(base) + size) device = true;
   a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+  a->device = g_device;
   return cudaSuccess;
 }
 
