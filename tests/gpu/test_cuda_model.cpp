@@ -66,6 +66,17 @@ double device_step(DeviceGPT<T>& m, DeviceReplicatedState<T>& st, const std::vec
   return m.take_loss();
 }
 
+// Every unit's fp32 device gradient within 1e-4 of the CPU model's.
+void expect_gradients_match_cpu(Rig& s, DeviceReplicatedState<float>& st) {
+  GPT_CUDA_OK(cudaStreamSynchronize(s.stream));
+  for (size_t u = 0; u < s.layout.num_units(); ++u) {
+    const size_t n = size_t(s.layout.unit(u).numel);
+    std::vector<float> got(n), want(s.cpu.grads(u), s.cpu.grads(u) + n);
+    GPT_CUDA_OK(cudaMemcpy(got.data(), st.grads()[u], n * 4, cudaMemcpyDeviceToHost));
+    EXPECT_LE(rel_error(got, want), 1e-4) << "gradient of unit " << s.layout.unit(u).name;
+  }
+}
+
 TEST(CudaModel, Fp32GradientsMatchCpu) {
   GPT_REQUIRE_GPU();
   Rig s;
@@ -78,13 +89,7 @@ TEST(CudaModel, Fp32GradientsMatchCpu) {
   DeviceGPT<float> m(s.layout, {kB, kT}, &s.alloc, &s.mm, s.stream);
   const double gpu_loss = device_step(m, st, tok, scale);
   EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * cpu_loss);
-  for (size_t u = 0; u < s.layout.num_units(); ++u) {
-    const size_t n = size_t(s.layout.unit(u).numel);
-    std::vector<float> got(n), want(s.cpu.grads(u), s.cpu.grads(u) + n);
-    GPT_CUDA_OK(cudaStreamSynchronize(s.stream));
-    GPT_CUDA_OK(cudaMemcpy(got.data(), st.grads()[u], n * 4, cudaMemcpyDeviceToHost));
-    EXPECT_LE(rel_error(got, want), 1e-4) << "gradient of unit " << s.layout.unit(u).name;
-  }
+  expect_gradients_match_cpu(s, st);
 }
 
 // The paths the full-shape test does not take, against the CPU model in the
@@ -113,13 +118,7 @@ TEST(CudaModel, Fp32ShorterShapeCheckpointingChunksAndLogitsRow) {
   m.set_shape(kB2, kT2);
   const double gpu_loss = device_step(m, st, tok, scale);
   EXPECT_NEAR(gpu_loss, cpu_loss, 1e-4 * cpu_loss);
-  GPT_CUDA_OK(cudaStreamSynchronize(s.stream));
-  for (size_t u = 0; u < s.layout.num_units(); ++u) {
-    const size_t n = size_t(s.layout.unit(u).numel);
-    std::vector<float> got(n), want(s.cpu.grads(u), s.cpu.grads(u) + n);
-    GPT_CUDA_OK(cudaMemcpy(got.data(), st.grads()[u], n * 4, cudaMemcpyDeviceToHost));
-    EXPECT_LE(rel_error(got, want), 1e-4) << "gradient of unit " << s.layout.unit(u).name;
-  }
+  expect_gradients_match_cpu(s, st);
   const ParamLayout& L = s.layout;
   const size_t Vp = size_t(s.cfg.padded_vocab());
   std::vector<float> got(Vp), want(Vp);

@@ -26,9 +26,12 @@
 //    lanes' registers in the PTX ISA's fragment layout; ldmatrix.m8n8.x4
 //    (.trans) likewise, checking that every row address is 16-byte aligned
 //    and in shared memory;
-//  - cp.async (commit/wait_group): copies held back until the wait that
-//    covers them, and a launch fails if a thread ends with copies it never
-//    waited for.
+//  - cp.async (commit/wait_group): the destination is NaN (0xFF) from issue
+//    and the copy lands at the wait that covers it, so both a read too early
+//    and an overwrite while another warp still reads show; a launch fails if
+//    a thread ends with copies it never waited for;
+//  - launch_kernel (the CUDA backend's launches): more than 48 KiB of
+//    dynamic shared memory needs the kernel's cudaFuncSetAttribute opt-in.
 // What it does not: timing, occupancy, register limits, bank conflicts,
 // concurrent launches (launches come from one host thread at a time, as the
 // CUDA backend makes them).

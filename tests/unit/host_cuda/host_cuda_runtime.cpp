@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 // Thread-safe like the real runtime: the MPI communicator's progress
 // thread stages device buffers (pointer queries, copies) while the main
@@ -24,7 +25,7 @@ thread_local cudaError_t g_last = cudaSuccess;
 std::mutex g_mu;  // guards everything below
 size_t g_capacity = size_t(-1), g_used = 0;
 std::map<void*, size_t> g_blocks;
-std::map<void*, int> g_handles;  // stream or event -> 1
+std::set<void*> g_handles;  // live streams and events
 }  // namespace
 
 namespace host_cuda {
@@ -155,15 +156,13 @@ template <typename H>
 cudaError_t make_handle(H* h) {
   *h = reinterpret_cast<H>(new char);
   std::lock_guard lk(g_mu);
-  g_handles[*h] = 1;
+  g_handles.insert(*h);
   return cudaSuccess;
 }
 template <typename H>
 cudaError_t destroy_handle(H h) {
   std::lock_guard lk(g_mu);
-  const auto it = g_handles.find(h);
-  if (it == g_handles.end()) return g_last = cudaErrorInvalidResourceHandle;
-  g_handles.erase(it);
+  if (g_handles.erase(h) == 0) return g_last = cudaErrorInvalidResourceHandle;
   delete reinterpret_cast<char*>(h);
   return cudaSuccess;
 }
@@ -185,11 +184,14 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   *a = cudaPointerAttributes{};
-  bool device = false;
-  const auto* q = static_cast<const char*>(p);
   std::lock_guard lk(g_mu);
-  for (const auto& [base, size] : g_blocks)
-    if (q >= static_cast<const char*>(base) && q < static_cast<const char*>(base) + size) device = true;
+  // The allocation starting at or before p, if p lies inside it.
+  auto it = g_blocks.upper_bound(const_cast<void*>(p));
+  bool device = false;
+  if (it != g_blocks.begin()) {
+    --it;
+    device = static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+  }
   a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
   a->device = g_device;
   return cudaSuccess;
