@@ -19,7 +19,11 @@
 # backend compiled for the CPU emulator, NCCL's calls done by MPI on host
 # memory) the same runs check the device code paths without a GPU, NCCL
 # also runs on 2 ranks (GPT_EMULATED_DEVICES=2), and MFU must be 0 (no peak
-# is known for the emulated device), not inf or null.
+# is known for the emulated device), not inf or null. Streams run in the
+# emulator's adversarial orders (tests/unit/host_cuda/host_streams.cpp):
+# every stream as late as the host allows, and for NCCL on 2 ranks also
+# the collectives as early as their event waits allow, so a missing event
+# wait or synchronisation changes the numbers.
 set -euo pipefail
 build="$1"; work="$2"; emulated="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -88,8 +92,23 @@ for s in ddp zero1 zero2 zero3 hybrid; do
   if [ -n "$emulated" ]; then
     GPT_EMULATED_DEVICES=2 run "nccl_${s}_np2" 2 --device cuda --comm nccl --strategy "$s" "${mesh[@]}"
     compare gpu_bf16 "nccl_${s}_np2" 0.02
+    # The other adversarial stream order: collectives as early as their
+    # event waits allow, compute as late as possible.
+    GPT_EMULATED_DEVICES=2 GPT_EMULATED_STREAMS=eager-comm \
+      run "nccl_${s}_np2_eager_comm" 2 --device cuda --comm nccl --strategy "$s" "${mesh[@]}"
+    compare gpu_bf16 "nccl_${s}_np2_eager_comm" 0.02
   fi
 done
+# Hybrid 2x2 on NCCL: the shard groups' reduce-scatters and the replica
+# groups' all-reduces on two communicators' streams (2 ranks have only one
+# group of size 2), in both stream orders.
+if [ -n "$emulated" ]; then
+  for order in lazy eager-comm; do
+    GPT_EMULATED_DEVICES=4 GPT_EMULATED_STREAMS=$order \
+      run "nccl_hybrid_np4_$order" 4 --device cuda --comm nccl --strategy hybrid --mesh 2x2
+    compare gpu_bf16 "nccl_hybrid_np4_$order" 0.02
+  done
+fi
 # Checkpoints of device state (bf16 parameters, fp32 master and moments
 # downloaded; uploaded and narrowed on resume): zero3 on 2 ranks saves at
 # step 4; resumed by zero3 on 2 ranks it continues exactly, by ddp on 1 rank

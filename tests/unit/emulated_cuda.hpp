@@ -31,10 +31,11 @@
 //    and an overwrite while another warp still reads show; a launch fails if
 //    a thread ends with copies it never waited for;
 //  - launch_kernel (the CUDA backend's launches): more than 48 KiB of
-//    dynamic shared memory needs the kernel's cudaFuncSetAttribute opt-in.
+//    dynamic shared memory needs the kernel's cudaFuncSetAttribute opt-in;
+//    the kernel is queued on its stream and runs when the host CUDA
+//    runtime's stream order (host_cuda/host_streams.cpp) gets to it.
 // What it does not: timing, occupancy, register limits, bank conflicts,
-// concurrent launches (launches come from one host thread at a time, as the
-// CUDA backend makes them).
+// concurrent kernels (one runs at a time).
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,
@@ -60,6 +61,8 @@
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+
+#include "host_cuda/host_streams.hpp"
 
 // The CUDA headers define some of these for host compilers; ours win.
 #undef __global__
@@ -167,7 +170,11 @@ struct Scheduler {
   const std::function<void()>* body = nullptr;
   ReadySet ready;
 };
-inline Scheduler g_sched;
+// Per host thread: the thread that makes a stream's work run runs its
+// kernels (the MPI communicator's progress thread too), and fibers stay on
+// the thread that made them. Launches never overlap (host_streams.cpp runs
+// work under one lock), so the globals above are shared.
+inline thread_local Scheduler g_sched;
 
 inline BlockState& block_state() { return *g_sched.block; }
 inline Fiber& this_thread() { return *g_sched.running; }
@@ -300,9 +307,11 @@ inline std::map<const void*, size_t> g_smem_opt_in;
 
 // A launch by the CUDA backend's launch_kernel (model/cuda/launch.cuh): as
 // on the GPU, more than 48 KiB of dynamic shared memory needs the kernel's
-// opt-in.
+// opt-in, checked at the launch; the kernel runs as `stream`'s next
+// operation (host_cuda/host_streams.cpp), with the arguments it was
+// launched with.
 template <typename Body>
-void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, Body body) {
+void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, Body body) {
   constexpr size_t kDefaultSmem = 48 * 1024;
   const auto opt_in = g_smem_opt_in.find(kernel);
   if (smem_bytes > kDefaultSmem && (opt_in == g_smem_opt_in.end() || smem_bytes > opt_in->second)) {
@@ -310,7 +319,7 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
                  "without the kernel's cudaFuncSetAttribute opt-in\n", smem_bytes);
     std::abort();
   }
-  launch(grid, block, smem_bytes, body);
+  host_cuda::enqueue(stream, [=] { launch(grid, block, smem_bytes, body); });
 }
 
 }  // namespace emulated_cuda

@@ -7,6 +7,7 @@
 // for the device allocator, and the GELU and bias-gradient kernels run by
 // emulated_cuda.hpp. Results against the CPU linear layer and GELU, in fp32
 // and bf16. test_cuda_ops runs the same Matmul on a GPU with real cuBLASLt.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -28,18 +29,21 @@ using test::rounded;
 using test::tolerance;
 
 // A device buffer from the allocator under test, filled from host values
-// rounded to T, read back widened.
+// rounded to T, read back widened; through cudaMemcpy as on a GPU (the host
+// streams run queued work, the allocator's zero fill and the products, only
+// when the host needs it).
 template <typename T>
 struct Buf {
   Buf(DeviceAllocator* a, const std::vector<float>& init) : b(init.size(), MemCategory::kActivations, a) {
-    for (size_t i = 0; i < init.size(); ++i) b.data()[i] = T(init[i]);
+    const std::vector<T> v(init.begin(), init.end());
+    cudaMemcpy(b.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   Buf(DeviceAllocator* a, size_t n) : b(n, MemCategory::kActivations, a) {}
   T* data() { return b.data(); }
   std::vector<float> values() const {
-    std::vector<float> v(b.size());
-    for (size_t i = 0; i < v.size(); ++i) v[i] = float(b.data()[i]);
-    return v;
+    std::vector<T> v(b.size());
+    cudaMemcpy(v.data(), b.data(), v.size() * sizeof(T), cudaMemcpyDeviceToHost);
+    return {v.begin(), v.end()};
   }
   DeviceBuffer<T> b;
 };

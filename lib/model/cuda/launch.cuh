@@ -19,8 +19,9 @@ template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    Args... args) {
 #ifdef GPT_EMULATED_CUDA
-  (void)stream;  // streams are program order on the host
-  emulated_cuda::launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem, [&] { kernel(args...); });
+  // Queued on the host runtime's stream: the arguments are copied, as a launch copies them.
+  emulated_cuda::launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem, stream,
+                               [=] { kernel(args...); });
 #else
   kernel<<<grid, block, smem, stream>>>(args...);
 #endif

@@ -6,6 +6,8 @@
 
 #include <Eigen/Core>
 
+#include "host_streams.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -103,6 +105,40 @@ cublasStatus_t set(V& field, const void* buf, size_t size) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// D = alpha op(A) op(B) + beta C with d's epilogue, for a validated problem.
+void product(const Desc& d, const Layout& la, const Layout& lb, const Layout& lc, const Layout& ld, float alpha,
+             const void* A, const void* B, float beta, const void* C, void* D) {
+  const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
+  const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols), k = int64_t(ta ? la.rows : la.cols);
+  // op(X)[r, c] of a column-major X with leading dimension ldx, widened to
+  // double; the product in double (Eigen), so the only roundings are the
+  // inputs' and the output's, as with fp32 accumulation to within its error.
+  auto op = [](const void* X, const Layout& l, bool t, int64_t rows, int64_t cols) {
+    Eigen::MatrixXd M(rows, cols);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < rows; ++r) M(r, c) = t ? load(X, l.type, c + r * l.ld) : load(X, l.type, r + c * l.ld);
+    return M;
+  };
+  // C may be D itself (in place): compute into a copy first.
+  const Eigen::MatrixXd S = op(A, la, ta, m, k) * op(B, lb, tb, k, n);
+  std::vector<double> out(size_t(m * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double x = alpha * S(i, j);
+      if (beta != 0.f) x += beta * load(C, lc.type, i + j * lc.ld);
+      if (has_bias(d.epilogue)) x += load(d.bias, ld.type, i);
+      if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        put(const_cast<void*>(d.aux), ld.type, i + j * d.aux_ld, x);
+        x = gelu(stored(ld.type, x));
+      } else if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        x *= gelu_grad(load(d.aux, ld.type, i + j * d.aux_ld));
+      }
+      out[size_t(i + j * m)] = x;
+    }
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) put(D, ld.type, i + j * ld.ld, out[size_t(i + j * m)]);
+}
+
 }  // namespace
 }  // namespace host_cublaslt
 
@@ -194,7 +230,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t al, const void* B, cublasLtMatrixLayout_t bl, const void* beta,
                               const void* C, cublasLtMatrixLayout_t cl, void* D, cublasLtMatrixLayout_t dl,
-                              const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
+                              const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
   ++hooks().matmul_calls;
   const Desc& d = *desc(dh);
   const Layout &la = *layout(al), &lb = *layout(bl), &lc = *layout(cl), &ld = *layout(dl);
@@ -203,35 +239,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const v
   if (is_gelu(d.epilogue) && hooks().refuse_gelu_matmul) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (has_bias(d.epilogue) && !d.bias) return CUBLAS_STATUS_INVALID_VALUE;
   if (is_gelu(d.epilogue) && !d.aux) return CUBLAS_STATUS_INVALID_VALUE;
-  const float al_ = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
-  const int64_t m = int64_t(ld.rows), n = int64_t(ld.cols), k = int64_t(ta ? la.rows : la.cols);
-  // op(X)[r, c] of a column-major X with leading dimension ldx, widened to
-  // double; the product in double (Eigen), so the only roundings are the
-  // inputs' and the output's, as with fp32 accumulation to within its error.
-  auto op = [](const void* X, const Layout& l, bool t, int64_t rows, int64_t cols) {
-    Eigen::MatrixXd M(rows, cols);
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t r = 0; r < rows; ++r) M(r, c) = t ? load(X, l.type, c + r * l.ld) : load(X, l.type, r + c * l.ld);
-    return M;
-  };
-  // C may be D itself (in place): compute into a copy first.
-  const Eigen::MatrixXd S = op(A, la, ta, m, k) * op(B, lb, tb, k, n);
-  std::vector<double> out(size_t(m * n));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < m; ++i) {
-      double x = al_ * S(i, j);
-      if (be != 0.f) x += be * load(C, lc.type, i + j * lc.ld);
-      if (has_bias(d.epilogue)) x += load(d.bias, ld.type, i);
-      if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-        put(const_cast<void*>(d.aux), ld.type, i + j * d.aux_ld, x);
-        x = gelu(stored(ld.type, x));
-      } else if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
-        x *= gelu_grad(load(d.aux, ld.type, i + j * d.aux_ld));
-      }
-      out[size_t(i + j * m)] = x;
-    }
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < m; ++i) put(D, ld.type, i + j * ld.ld, out[size_t(i + j * m)]);
+  // Checked now, computed when the stream gets to it, from what the call
+  // passed: the descriptors' and scales' values as they are now (cuBLASLt
+  // reads them at the call), the matrices as they are then.
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  host_cuda::enqueue(stream, [=] { product(d, la, lb, lc, ld, a, A, B, b, C, D); });
   return CUBLAS_STATUS_SUCCESS;
 }

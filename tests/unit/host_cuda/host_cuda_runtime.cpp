@@ -3,19 +3,19 @@
 // tests without a GPU: link this instead of libcudart. "Device" memory is
 // host memory with cudaMalloc's 256-byte alignment, filled with 0xFF (NaN in
 // fp32 and bf16) so a read of memory nothing wrote poisons results; streams
-// are the host's program order. host_cuda::set_device_memory() gives the
-// "device" a capacity, for out-of-memory tests.
+// and events are in host_streams.cpp. host_cuda::set_device_memory() gives
+// the "device" a capacity, for out-of-memory tests.
 #include "host_cuda_runtime.hpp"
 
 #include <cuda_runtime.h>
 
 #include "emulated_cuda.hpp"
+#include "host_streams.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 
 // Thread-safe like the real runtime: the MPI communicator's progress
 // thread stages device buffers (pointer queries, copies) while the main
@@ -25,7 +25,6 @@ thread_local cudaError_t g_last = cudaSuccess;
 std::mutex g_mu;  // guards everything below
 size_t g_capacity = size_t(-1), g_used = 0;
 std::map<void*, size_t> g_blocks;
-std::set<void*> g_handles;  // live streams and events
 }  // namespace
 
 namespace host_cuda {
@@ -51,8 +50,10 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   g_used += size;
   return cudaSuccess;
 }
+// cudaFree and cudaFreeHost synchronise the device first, as CUDA's do.
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  host_cuda::synchronize_device();
   std::lock_guard lk(g_mu);
   const auto it = g_blocks.find(p);
   if (it == g_blocks.end()) return g_last = cudaErrorInvalidValue;
@@ -61,12 +62,6 @@ cudaError_t cudaFree(void* p) {
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMemset(void* p, int value, size_t bytes) {
-  std::memset(p, value, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 cudaError_t cudaGetLastError() {
   const cudaError_t e = g_last;
   g_last = cudaSuccess;
@@ -137,51 +132,11 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) {
+  host_cuda::synchronize_device();
   std::free(p);
   return cudaSuccess;
 }
 
-// Copies are immediate: everything before them on any stream has run.
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-  if (bytes) std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
-// Streams and events: work runs when it is issued, so every wait is done.
-// Handles are distinct non-null pointers, checked when destroyed.
-namespace {
-template <typename H>
-cudaError_t make_handle(H* h) {
-  *h = reinterpret_cast<H>(new char);
-  std::lock_guard lk(g_mu);
-  g_handles.insert(*h);
-  return cudaSuccess;
-}
-template <typename H>
-cudaError_t destroy_handle(H h) {
-  std::lock_guard lk(g_mu);
-  if (g_handles.erase(h) == 0) return g_last = cudaErrorInvalidResourceHandle;
-  delete reinterpret_cast<char*>(h);
-  return cudaSuccess;
-}
-}  // namespace
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return make_handle(s); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { return make_handle(s); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return destroy_handle(s); }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return make_handle(e); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return make_handle(e); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return destroy_handle(e); }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
-  *ms = 0.f;  // no timing here
-  return cudaSuccess;
-}
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   *a = cudaPointerAttributes{};
   std::lock_guard lk(g_mu);

@@ -1,8 +1,10 @@
 // A host implementation of the NCCL calls NcclCommunicator makes, for the
 // emulated trainer (gpt_train_emulated): "device" memory is host memory
 // (host_cuda_runtime.cpp), so each collective is the matching MPI call,
-// run when it is issued (streams are program order). Every rank calls
-// collectives in the same order, as NCCL requires too.
+// queued on its stream and run when the host runtime's stream order gets
+// to it (host_streams.cpp), after every collective issued before it, so
+// ranks, which issue collectives in the same order (as NCCL requires),
+// make the MPI calls in that order.
 //
 // Communicators: ncclGetUniqueId writes a tag (the creating world rank and
 // a count) into the id; ncclCommInitRank splits MPI_COMM_WORLD by that tag,
@@ -15,6 +17,8 @@
 #include <cuda_bf16.h>
 #include <mpi.h>
 #include <nccl.h>
+
+#include "host_streams.hpp"
 
 #include <cstring>
 #include <vector>
@@ -84,55 +88,64 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  host_cuda::synchronize_device();  // its queued collectives run first
   MPI_Comm_free(&comm->comm);
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* r) {
-  *r = ncclSuccess;  // collectives complete (or fail) when issued
+  *r = ncclSuccess;  // a failing MPI call ends the job (MPI_ERRORS_ARE_FATAL)
   return ncclSuccess;
 }
 
 const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "host NCCL error"; }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-  std::vector<float> v = widen(send, count, t);
-  MPI_Allreduce(MPI_IN_PLACE, v.data(), int(count), MPI_FLOAT, MPI_SUM, comm->comm);
-  finish_op(v, op, comm->size);
-  narrow(recv, v.data(), count, t);
+  host_cuda::enqueue_collective(stream, [=] {
+    std::vector<float> v = widen(send, count, t);
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), int(count), MPI_FLOAT, MPI_SUM, comm->comm);
+    finish_op(v, op, comm->size);
+    narrow(recv, v.data(), count, t);
+  });
   return ncclSuccess;
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, ncclDataType_t t, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+                               ncclComm_t comm, cudaStream_t stream) {
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-  // Widened copies: send and recv may overlap (in place: recv is this
-  // rank's piece of send).
-  const std::vector<float> v = widen(send, recv_count * size_t(comm->size), t);
-  std::vector<float> piece(recv_count);
-  MPI_Reduce_scatter_block(v.data(), piece.data(), int(recv_count), MPI_FLOAT, MPI_SUM, comm->comm);
-  finish_op(piece, op, comm->size);
-  narrow(recv, piece.data(), recv_count, t);
+  host_cuda::enqueue_collective(stream, [=] {
+    // Widened copies: send and recv may overlap (in place: recv is this
+    // rank's piece of send).
+    const std::vector<float> v = widen(send, recv_count * size_t(comm->size), t);
+    std::vector<float> piece(recv_count);
+    MPI_Reduce_scatter_block(v.data(), piece.data(), int(recv_count), MPI_FLOAT, MPI_SUM, comm->comm);
+    finish_op(piece, op, comm->size);
+    narrow(recv, piece.data(), recv_count, t);
+  });
   return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, ncclDataType_t t, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = send_count * type_size(t);
-  const std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
-  MPI_Allgather(mine.data(), int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm->comm);
+  host_cuda::enqueue_collective(stream, [=] {
+    const std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+    MPI_Allgather(mine.data(), int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm->comm);
+  });
   return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = count * type_size(t);
-  if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);
-  MPI_Bcast(recv, int(bytes), MPI_BYTE, root, comm->comm);
+  host_cuda::enqueue_collective(stream, [=] {
+    if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);
+    MPI_Bcast(recv, int(bytes), MPI_BYTE, root, comm->comm);
+  });
   return ncclSuccess;
 }

@@ -1,0 +1,300 @@
+// Streams, events, copies and memsets of the host CUDA runtime (see
+// host_streams.hpp).
+//
+// Order (GPT_EMULATED_STREAMS), so that what a GPU may do but rarely does
+// happens here every time:
+//  - lazy (the default): queued work runs only when the host needs it: a
+//    stream, event or device synchronisation, a synchronous cudaMemcpy, a
+//    cudaFree. Then only the work that needs runs, each stream just as far
+//    as needed. So a stream that does not wait for another stream's result
+//    runs before that result exists; a host read without a synchronisation
+//    sees memory the queued work has not written yet (cudaMalloc's 0xFF:
+//    NaN); a buffer handed to its next user while another stream still
+//    reads it is overwritten first. cudaEventQuery answers
+//    cudaErrorNotReady until the work before the event has been made to run.
+//  - eager-comm: the same, except that streams created non-blocking (the
+//    NCCL communicator's) run each operation as soon as what it waits for
+//    has run. So a collective that does not wait for its inputs reads them
+//    before the compute stream has written them, and one that overwrites a
+//    buffer the compute stream has not finished reading does so before the
+//    read.
+//  - program: work runs when it is queued, in program order (for telling
+//    an ordering failure from any other).
+// Every rank of a job runs the same calls, so the lazy order is the same on
+// every rank, and collectives queued on streams (host_nccl.cpp) run in the
+// same order everywhere, as NCCL requires.
+//
+// What CUDA promises and this keeps: a stream runs its work in order; a
+// blocking stream's work runs after the legacy default stream's earlier
+// work, and legacy-stream work after every blocking stream's earlier work;
+// cudaStreamWaitEvent orders a stream after the work before the event's
+// last record. Synchronous memsets of device memory do not block the host
+// (as documented), cudaFree and cudaFreeHost synchronise the device.
+//
+// Thread-safe: one lock around queues and execution (the MPI
+// communicator's progress thread copies on the legacy stream, and may so
+// run compute kernels, while the main thread queues more).
+#include "host_streams.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Stream;
+// "Stream s has run its first n operations."
+struct Point {
+  Stream* s = nullptr;
+  uint64_t n = 0;
+};
+struct Op {
+  std::function<void()> work;  // empty: an event record or wait
+  std::vector<Point> after;
+};
+struct Stream {
+  bool legacy = false, blocking = true;
+  std::deque<Op> queue;
+  uint64_t issued = 0, done = 0;
+};
+struct Event {
+  Point recorded;  // s == nullptr: never recorded (waits on it are no-ops)
+};
+
+std::recursive_mutex g_mu;  // guards everything below
+Stream g_legacy{true, false, {}, 0, 0};
+std::vector<Stream*> g_streams;  // live user streams, in creation order (the same on every rank)
+std::vector<std::unique_ptr<Stream>> g_destroyed;  // drained; events may still point at them
+std::set<Event*> g_events;
+Point g_last_collective;  // the last operation queued by enqueue_collective
+
+using host_cuda::StreamOrder;
+StreamOrder from_environment() {
+  const char* v = std::getenv("GPT_EMULATED_STREAMS");
+  const std::string name = v ? v : "lazy";
+  if (name == "lazy") return StreamOrder::kLazy;
+  if (name == "eager-comm") return StreamOrder::kEagerComm;
+  if (name == "program") return StreamOrder::kProgram;
+  std::fprintf(stderr, "host CUDA runtime: GPT_EMULATED_STREAMS=%s is not lazy, eager-comm or program\n", v);
+  std::exit(2);
+}
+StreamOrder g_order = from_environment();
+StreamOrder order() { return g_order; }
+
+[[noreturn]] void misuse(const char* what) {
+  std::fprintf(stderr, "host CUDA runtime: %s\n", what);
+  std::abort();
+}
+
+Stream* stream_of(cudaStream_t h) {
+  if (h == nullptr || h == cudaStreamLegacy || h == cudaStreamPerThread) return &g_legacy;
+  auto* s = reinterpret_cast<Stream*>(h);
+  if (std::find(g_streams.begin(), g_streams.end(), s) == g_streams.end())
+    misuse("work queued on a stream that was destroyed or never created");
+  return s;
+}
+
+bool ready(const Op& op) {
+  for (const Point& a : op.after)
+    if (a.s->done < a.n) return false;
+  return true;
+}
+void run_eager_comm();
+// Runs s's next operation (what it waits for has run).
+void run_front(Stream* s) {
+  std::function<void()> work = std::move(s->queue.front().work);
+  s->queue.pop_front();
+  if (work) work();
+  ++s->done;
+  run_eager_comm();
+}
+// eager-comm: every operation of a non-blocking stream whose waits are
+// done runs now.
+void run_eager_comm() {
+  static bool running = false;  // run_front calls back: one loop at a time
+  if (order() != StreamOrder::kEagerComm || running) return;
+  running = true;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Stream* s : g_streams)
+      while (!s->blocking && s->done < s->issued && ready(s->queue.front())) {
+        run_front(s);
+        progress = true;
+      }
+  }
+  running = false;
+}
+
+// Runs stream s's operations until it has run n, each one after what it
+// waits for (depth first, iteratively: the chains can be long).
+void run_until(Stream* s, uint64_t n) {
+  std::vector<Point> todo{{s, n}};
+  while (!todo.empty()) {
+    const Point p = todo.back();
+    if (p.s->done >= p.n) {
+      todo.pop_back();
+      continue;
+    }
+    const Op& op = p.s->queue.front();
+    const auto waits = std::find_if(op.after.begin(), op.after.end(), [](const Point& a) { return a.s->done < a.n; });
+    if (waits != op.after.end())
+      todo.push_back(*waits);
+    else
+      run_front(p.s);
+  }
+}
+void run_all() {
+  run_until(&g_legacy, g_legacy.issued);
+  for (Stream* s : g_streams) run_until(s, s->issued);
+}
+
+void push(Stream* s, std::function<void()> work, std::vector<Point> after = {}) {
+  if (s->legacy) {
+    for (Stream* b : g_streams)
+      if (b->blocking && b->done < b->issued) after.push_back({b, b->issued});
+  } else if (s->blocking && g_legacy.done < g_legacy.issued) {
+    after.push_back({&g_legacy, g_legacy.issued});
+  }
+  s->queue.push_back(Op{std::move(work), std::move(after)});
+  ++s->issued;
+  if (order() == StreamOrder::kProgram) run_until(s, s->issued);
+  run_eager_comm();
+}
+
+}  // namespace
+
+namespace host_cuda {
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  std::lock_guard lk(g_mu);
+  push(stream_of(stream), std::move(work));
+}
+void enqueue_collective(cudaStream_t stream, std::function<void()> work) {
+  std::lock_guard lk(g_mu);
+  Stream* s = stream_of(stream);
+  std::vector<Point> after;
+  if (g_last_collective.s) after.push_back(g_last_collective);
+  push(s, std::move(work), std::move(after));
+  g_last_collective = {s, s->issued};
+}
+void synchronize_device() {
+  std::lock_guard lk(g_mu);
+  run_all();
+}
+void set_stream_order(StreamOrder o) {
+  std::lock_guard lk(g_mu);
+  g_order = o;
+  run_eager_comm();
+}
+}  // namespace host_cuda
+
+cudaError_t cudaDeviceSynchronize() {
+  host_cuda::synchronize_device();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* h, unsigned flags) {
+  auto* s = new Stream;
+  s->blocking = (flags & cudaStreamNonBlocking) == 0;
+  std::lock_guard lk(g_mu);
+  g_streams.push_back(s);
+  *h = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* h) { return cudaStreamCreateWithFlags(h, cudaStreamDefault); }
+// Queued work still runs (here: now); events recorded on the stream stay valid.
+cudaError_t cudaStreamDestroy(cudaStream_t h) {
+  std::lock_guard lk(g_mu);
+  Stream* s = stream_of(h);
+  if (s == &g_legacy) return cudaErrorInvalidResourceHandle;
+  run_until(s, s->issued);
+  g_streams.erase(std::find(g_streams.begin(), g_streams.end(), s));
+  g_destroyed.emplace_back(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+  std::lock_guard lk(g_mu);
+  Stream* s = stream_of(h);
+  run_until(s, s->issued);
+  return cudaSuccess;
+}
+
+namespace {
+Event* event_of(cudaEvent_t h) {
+  auto* e = reinterpret_cast<Event*>(h);
+  if (!g_events.count(e)) misuse("an event that was destroyed or never created");
+  return e;
+}
+}  // namespace
+cudaError_t cudaEventCreate(cudaEvent_t* h) {
+  auto* e = new Event;
+  std::lock_guard lk(g_mu);
+  g_events.insert(e);
+  *h = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* h, unsigned) { return cudaEventCreate(h); }
+// Waits already queued keep what they wait for (as in CUDA).
+cudaError_t cudaEventDestroy(cudaEvent_t h) {
+  std::lock_guard lk(g_mu);
+  Event* e = event_of(h);
+  g_events.erase(e);
+  delete e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
+  std::lock_guard lk(g_mu);
+  Event* e = event_of(h);
+  Stream* s = stream_of(stream);
+  push(s, nullptr);  // a record is the stream's next operation
+  e->recorded = {s, s->issued};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
+  std::lock_guard lk(g_mu);
+  const Point p = event_of(h)->recorded;
+  std::vector<Point> after;
+  if (p.s) after.push_back(p);
+  push(stream_of(stream), nullptr, std::move(after));
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t h) {
+  std::lock_guard lk(g_mu);
+  const Point p = event_of(h)->recorded;
+  return !p.s || p.s->done >= p.n ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t h) {
+  std::lock_guard lk(g_mu);
+  const Point p = event_of(h)->recorded;
+  if (p.s) run_until(p.s, p.n);
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return cudaErrorNotReady;
+  *ms = 0.f;  // no timing here
+  return cudaSuccess;
+}
+
+// Copies and memsets are stream operations; the synchronous copy waits for
+// its own completion. Their sources are read when they run.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  if (bytes) host_cuda::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  return cudaStreamSynchronize(nullptr);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes) host_cuda::enqueue(stream, [=] { std::memset(p, value, bytes); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
