@@ -17,7 +17,15 @@ carry="$root/.carry"
 arch="${CUDA_ARCH:-90}"
 jobs="$(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+nvcc --version | tail -n 2 | tee -a "$out/gpu.txt"
 rc=0
+# NCCL: the toolkit's, or else the one PyTorch's pip wheels bring (nvidia-nccl).
+nccl_root=()
+if ! ls /usr/local/cuda/include/nccl.h > /dev/null 2>&1; then
+  pip_nccl="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
+  [ -n "$pip_nccl" ] && nccl_root=(-DNCCL_ROOT="$pip_nccl")
+  echo "NCCL: ${pip_nccl:-not found (the NCCL communicator will be left out)}" | tee -a "$out/gpu.txt"
+fi
 
 if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = all ]; then
   cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DGPT_GPU_OPS_ONLY=ON \
@@ -41,7 +49,7 @@ if [ "$what" = full ] || [ "$what" = all ]; then
   export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" PMIX_INSTALL_PREFIX="$lib/pmix2"
   export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
   cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" > "$out/full-configure.log" 2>&1 &&
+    -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" > "$out/full-configure.log" 2>&1 &&
     cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 &&
     (cd "$root/build-gpu-full" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40 ||
     { echo "full build/test failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
