@@ -6,9 +6,12 @@
 #   1. GPU-only build (no MPI, no HDF5) and the gpu-labelled op/model tests;
 #   2. the single-GPU benchmark vs PyTorch eager/compile (bench/results/);
 #   3. the full build against the carried Open MPI/HDF5 and the trainer's
-#      GPU test (every strategy on 1/2/4 ranks sharing the GPU, NCCL on 1).
+#      GPU test (every strategy on 1/2/4 ranks sharing the GPU, NCCL on 1);
+#   sanitize (not in all): the op tests under compute-sanitizer: memcheck
+#      (out-of-bounds and misaligned accesses) and racecheck (shared-memory
+#      hazards, what the emulator's schedule can only provoke, not observe).
 # Logs go to ${OUT:-runs/gpu_verify}/.
-#   scripts/gpu_verify.sh [ops|bench|full|all] (default all)
+#   scripts/gpu_verify.sh [ops|bench|full|sanitize|all] (default all)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 what="${1:-all}"
@@ -27,7 +30,7 @@ if ! ls /usr/local/cuda/include/nccl.h > /dev/null 2>&1; then
   echo "NCCL: ${pip_nccl:-not found (the NCCL communicator will be left out)}" | tee -a "$out/gpu.txt"
 fi
 
-if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = all ]; then
+if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = sanitize ] || [ "$what" = all ]; then
   cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DGPT_GPU_OPS_ONLY=ON \
     -DGPT_CARRY_DIR="$carry" -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$out/ops-configure.log" 2>&1 &&
     cmake --build "$root/build-gpu" -j "$jobs" > "$out/ops-build.log" 2>&1 || { echo "ops build failed"; tail -30 "$out/ops-build.log"; exit 1; }
@@ -35,6 +38,13 @@ fi
 if [ "$what" = ops ] || [ "$what" = all ]; then
   (cd "$root/build-gpu" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$what" = sanitize ]; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 3 "$root/build-gpu/tests/test_cuda_ops" > "$out/sanitize-$tool.log" 2>&1 ||
+      { echo "compute-sanitizer $tool: failed"; rc=1; }
+    tail -n 5 "$out/sanitize-$tool.log"
+  done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log" || rc=1
