@@ -29,11 +29,16 @@
 namespace gpt::cuda::test {
 namespace {
 
+// Random inputs, representable in T.
+template <typename T>
+std::vector<float> input(size_t n, float std, uint64_t seed) {
+  return rounded<T>(randn(n, std, seed));
+}
+
 template <typename T>
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override { GPT_REQUIRE_GPU(); }
-  std::vector<float> in(size_t n, float std, uint64_t seed) { return rounded<T>(randn(n, std, seed)); }
   static void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
     EXPECT_LE(rel_error(got, want), tolerance<T>()) << what;
   }
@@ -44,7 +49,7 @@ TYPED_TEST_SUITE(CudaOps, Types);
 TYPED_TEST(CudaOps, LinearForwardBiasGeluResidual) {
   using T = TypeParam;
   const int64_t N = 70, C = 96, OC = 136;  // not multiples of the GEMM tiles
-  auto x = this->in(N * C, 1.f, 1), w = this->in(OC * C, 0.1f, 2), b = this->in(OC, 0.1f, 3), r = this->in(N * OC, 1.f, 4);
+  auto x = input<T>(N * C, 1.f, 1), w = input<T>(OC * C, 0.1f, 2), b = input<T>(OC, 0.1f, 3), r = input<T>(N * OC, 1.f, 4);
   std::vector<float> ref(N * OC), ref_gelu(N * OC), ref_res(N * OC);
   cpu::linear_forward(ref.data(), x.data(), w.data(), b.data(), N, C, OC);
   cpu::gelu_forward(ref_gelu.data(), ref.data(), N * OC);
@@ -71,8 +76,8 @@ TYPED_TEST(CudaOps, LinearForwardBiasGeluResidual) {
 TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
   using T = TypeParam;
   const int64_t N = 66, C = 64, OC = 160;
-  auto x = this->in(N * C, 1.f, 5), w = this->in(OC * C, 0.1f, 6), dy = this->in(N * OC, 1.f, 7);
-  auto pre = this->in(N * C, 1.f, 8), dw0 = this->in(OC * C, 0.1f, 9), db0 = this->in(OC, 0.1f, 10);
+  auto x = input<T>(N * C, 1.f, 5), w = input<T>(OC * C, 0.1f, 6), dy = input<T>(N * OC, 1.f, 7);
+  auto pre = input<T>(N * C, 1.f, 8), dw0 = input<T>(OC * C, 0.1f, 9), db0 = input<T>(OC, 0.1f, 10);
   std::vector<float> dx_ref(N * C), dw_ref = dw0, db_ref = db0;
   cpu::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dy.data(), x.data(), w.data(), N, C, OC);
   std::vector<float> dx_gelu_ref(N * C);
@@ -98,13 +103,14 @@ TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
   }
 }
 
-TYPED_TEST(CudaOps, LayerNormForwardBackward) {
-  using T = TypeParam;
-  const int64_t N = 37, C = 200;
-  auto x = this->in(N * C, 2.f, 11), w = this->in(C, 1.f, 12), b = this->in(C, 0.5f, 13), dy = this->in(N * C, 1.f, 14);
+template <typename T>
+void check_layernorm(int64_t C) {
+  const int64_t N = 37;
+  auto x = input<T>(N * C, 2.f, 11), w = input<T>(C, 1.f, 12), b = input<T>(C, 0.5f, 13);
+  const auto dy = input<T>(N * C, 1.f, 14);
   for (int64_t i = 0; i < N * C; ++i) x[i] += 3.f;  // a large mean: the two-pass variance must hold up
   x = rounded<T>(x);
-  auto dx0 = this->in(N * C, 1.f, 15), dw0 = this->in(C, 1.f, 16), db0 = this->in(C, 1.f, 17);
+  auto dx0 = input<T>(N * C, 1.f, 15), dw0 = input<T>(C, 1.f, 16), db0 = input<T>(C, 1.f, 17);
   std::vector<float> out(N * C), mean(N), rstd(N), dx = dx0, dw = dw0, db = db0;
   cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
   cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
@@ -113,15 +119,23 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
   layernorm_forward(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C, nullptr);
   layernorm_backward(gdx.data(), gdw.data(), gdb.data(), scratch.data(), gdy.data(), gx.data(), gw.data(),
                      gmean.data(), grstd.data(), N, C, nullptr);
-  this->expect_close(gout.download(), out, "out");
+  EXPECT_LE(rel_error(gout.download(), out), tolerance<T>()) << "out";
   EXPECT_LE(rel_error(gmean.download(), mean), 1e-5);
   EXPECT_LE(rel_error(grstd.download(), rstd), 1e-5);
-  this->expect_close(gdx.download(), dx, "dinp accumulated");
-  this->expect_close(gdw.download(), dw, "dw");
-  this->expect_close(gdb.download(), db, "db");
+  EXPECT_LE(rel_error(gdx.download(), dx), tolerance<T>()) << "dinp accumulated";
+  EXPECT_LE(rel_error(gdw.download(), dw), tolerance<T>()) << "dw";
+  EXPECT_LE(rel_error(gdb.download(), db), tolerance<T>()) << "db";
   gout.check_guards();
   gdx.check_guards();
   gdw.check_guards();
+}
+
+// C = 200: rows of 16-byte vectors; C = 37: the scalar kernels.
+TYPED_TEST(CudaOps, LayerNormForwardBackward) {
+  for (int64_t C : {200, 37}) {
+    SCOPED_TRACE(testing::Message() << "C = " << C);
+    check_layernorm<TypeParam>(C);
+  }
 }
 
 // Both kernels in bf16 (tensor cores and CUDA cores), the CUDA-core kernels
@@ -134,7 +148,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
   for (int64_t Tn : {75, 200}) {
     for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
       const int64_t B = 2, C = 128;
-      auto qkv = this->in(B * Tn * 3 * C, 1.f, 20 + NH + Tn), dy = this->in(B * Tn * C, 1.f, 30 + NH + Tn);
+      auto qkv = input<T>(B * Tn * 3 * C, 1.f, 20 + NH + Tn), dy = input<T>(B * Tn * C, 1.f, 30 + NH + Tn);
       std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(B * Tn * 3 * C);
       cpu::attention_forward(out.data(), att.data(), qkv.data(), {B, Tn, C, NH});
       const int kThreads = 256;  // at least OpenMP's thread count (the CPU op checks)
@@ -170,7 +184,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
 TYPED_TEST(CudaOps, GeluForwardBackward) {
   using T = TypeParam;
   const int64_t n = 10007;
-  auto x = this->in(n, 2.f, 40), dy = this->in(n, 1.f, 41);
+  auto x = input<T>(n, 2.f, 40), dy = input<T>(n, 1.f, 41);
   std::vector<float> y(n), dx(n);
   cpu::gelu_forward(y.data(), x.data(), n);
   cpu::gelu_backward(dx.data(), x.data(), dy.data(), n);
@@ -187,7 +201,7 @@ TYPED_TEST(CudaOps, EmbeddingForwardBackwardDeterministic) {
   const int64_t B = 3, Tn = 40, C = 48, V = 50;
   std::vector<int32_t> tok(B * Tn);
   for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7919) % 13);  // many repeats
-  auto wte = this->in(V * C, 1.f, 50), wpe = this->in(Tn * C, 1.f, 51), dy = this->in(B * Tn * C, 1.f, 52);
+  auto wte = input<T>(V * C, 1.f, 50), wpe = input<T>(Tn * C, 1.f, 51), dy = input<T>(B * Tn * C, 1.f, 52);
   std::vector<float> out(B * Tn * C), dwte(V * C, 0.f), dwpe(Tn * C, 0.f);
   cpu::embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, Tn, C);
   cpu::embedding_backward(dwte.data(), dwpe.data(), dy.data(), tok.data(), B, Tn, C);
@@ -219,10 +233,11 @@ TYPED_TEST(CudaOps, EmbeddingForwardBackwardDeterministic) {
   cudaFree(dgroups);
 }
 
-TYPED_TEST(CudaOps, ClassifierFusedCrossEntropy) {
-  using T = TypeParam;
-  const int64_t N = 45, C = 64, V = 300, Vp = 320;
-  auto x = this->in(N * C, 1.f, 60), wte = this->in(Vp * C, 0.3f, 61), dwte0 = this->in(Vp * C, 0.01f, 62);
+// Vp = 320: rows of 16-byte vectors; Vp = 322: the scalar kernel.
+template <typename T>
+void check_classifier(int64_t Vp) {
+  const int64_t N = 45, C = 64, V = 300;
+  auto x = input<T>(N * C, 1.f, 60), wte = input<T>(Vp * C, 0.3f, 61), dwte0 = input<T>(Vp * C, 0.01f, 62);
   for (int64_t i = V * C; i < Vp * C; ++i) wte[i] = 0.f;  // padded rows
   std::vector<int32_t> tgt(N);
   for (int64_t i = 0; i < N; ++i) tgt[i] = int32_t((i * 37) % V);
@@ -246,41 +261,82 @@ TYPED_TEST(CudaOps, ClassifierFusedCrossEntropy) {
   classifier_forward_backward(mm, g, {N, C, V, Vp}, nullptr);
   // Losses are fp32 on the device, from logits stored in T.
   EXPECT_LE(rel_error(glosses.download(), losses), (std::is_same_v<T, float> ? 1e-5 : 1e-2));
-  this->expect_close(gdx.download(), dx, "dinp");
-  this->expect_close(gdwte.download(), dwte, "dwte accumulated");
+  EXPECT_LE(rel_error(gdx.download(), dx), tolerance<T>()) << "dinp";
+  EXPECT_LE(rel_error(gdwte.download(), dwte), tolerance<T>()) << "dwte accumulated";
   auto padded = gdwte.download();
   for (int64_t i = V * C; i < Vp * C; ++i) ASSERT_EQ(padded[i], dwte0[i]) << "padded rows of wte got gradient";
   glosses.check_guards();
   gdx.check_guards();
   gdwte.check_guards();
   cudaFree(dtgt);
+
+  // One row's logits (sampling): the padded columns are -inf.
+  const int64_t row = 7;
+  std::vector<float> want(Vp);
+  cpu::classifier_logits_row(want.data(), x.data() + row * C, wte.data(), {1, C, V, Vp});
+  Dev<T> grow(Vp);
+  classifier_logits_row(mm, grow.data(), gx.data() + row * C, gwte.data(), {1, C, V, Vp}, nullptr);
+  const auto got = grow.download();
+  const std::vector<float> got_v(got.begin(), got.begin() + V), want_v(want.begin(), want.begin() + V);
+  EXPECT_LE(rel_error(got_v, want_v), tolerance<T>()) << "logits row";
+  for (int64_t j = V; j < Vp; ++j) ASSERT_EQ(got[j], -INFINITY) << "padded logit " << j;
+  grow.check_guards();}
+
+TYPED_TEST(CudaOps, ClassifierFusedCrossEntropy) {
+  for (int64_t Vp : {320, 322}) {
+    SCOPED_TRACE(testing::Message() << "Vp = " << Vp);
+    check_classifier<TypeParam>(Vp);
+  }
 }
 
-TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
-  using T = TypeParam;  // gradient and compute-copy type
+// The update with gradient type G into the fp32 master and, for T = bf16,
+// its bf16 compute copy (T = float: the master is the compute copy). The
+// gradient is representable in both types, so one reference serves all.
+template <typename G, typename T>
+void check_adamw() {
   GPTConfig cfg{2, 2, 32, 16, 64};
   ParamLayout layout(cfg);
   const UnitSpec& unit = layout.unit(layout.block_unit(0));
   const int64_t begin = 100, end = unit.numel - 50;  // a shard that cuts tensors
   const int64_t n = end - begin;
-  auto p = randn(n, 0.1f, 70), g = this->in(n, 0.01f, 71), m = randn(n, 0.001f, 72), v = randn(n, 0.001f, 73);
+  auto p = randn(n, 0.1f, 70), g = input<bf16>(n, 0.01f, 71), m = randn(n, 0.001f, 72), v = randn(n, 0.001f, 73);
   for (float& x : v) x = x * x;
   std::vector<float> pr = p, mr = m, vr = v;
   AdamWHyper h;
   AdamWStep s{3e-3f, 7, 0.5f};
   gpt::adamw_update(unit, begin, end, pr.data(), g.data(), mr.data(), vr.data(), h, s);
   Dev<float> gp(p), gm(m), gv(v);
-  Dev<T> gg(g), copy(n);
-  adamw_update<T, T>(unit, begin, end, gp.data(), std::is_same_v<T, float> ? nullptr : copy.data(), gg.data(),
+  Dev<G> gg(g);
+  Dev<T> copy(n);
+  adamw_update<G, T>(unit, begin, end, gp.data(), std::is_same_v<T, float> ? nullptr : copy.data(), gg.data(),
                      gm.data(), gv.data(), h, s, nullptr);
   EXPECT_LE(rel_error(gp.download(), pr), 1e-6) << "fp32 master";
   EXPECT_LE(rel_error(gm.download(), mr), 1e-6);
   EXPECT_LE(rel_error(gv.download(), vr), 1e-6);
-  if (std::is_same_v<T, bf16>) this->expect_close(copy.download(), pr, "bf16 compute copy");
+  if (std::is_same_v<T, bf16>) {
+    EXPECT_LE(rel_error(copy.download(), pr), tolerance<T>()) << "bf16 compute copy";
+  }
   gp.check_guards();
   copy.check_guards();
+}
 
+// Every pairing the strategies use: gradients reduced in fp32 or bf16 (or
+// accumulated in fp32) update fp32 or bf16 compute copies.
+TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
+  using T = TypeParam;  // compute-copy type, and the type of the gradient whose norm is taken
+  {
+    SCOPED_TRACE("fp32 gradient");
+    check_adamw<float, T>();
+  }
+  {
+    SCOPED_TRACE("bf16 gradient");
+    check_adamw<bf16, T>();
+  }
+
+  const int64_t n = 5000;
+  const auto g = input<T>(n, 0.01f, 71);
   const double want = gpt::sum_squares(g.data(), n);
+  Dev<T> gg(g);
   Dev<double> acc(1);
   Dev<double> scratch{size_t(sum_squares_scratch())};
   GPT_CUDA_OK(cudaMemset(acc.data(), 0, sizeof(double)));
@@ -288,6 +344,33 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   double got = 0;
   GPT_CUDA_OK(cudaMemcpy(&got, acc.data(), sizeof got, cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, want, 1e-9 * want);
+}
+
+// The casts and the fp32 accumulation the strategies use, through their
+// launchers: exact (one rounding to nearest even into bf16, one fp32 add).
+TEST(CudaElementwise, ConvertAndAccumulate) {
+  GPT_REQUIRE_GPU();
+  const int64_t n = 3001;
+  const auto x = randn(n, 3.f, 80), xb = rounded<bf16>(x), acc0 = randn(n, 1.f, 81);
+  std::vector<float> sum(n), sum_b(n);
+  for (int64_t i = 0; i < n; ++i) {
+    sum[i] = acc0[i] + x[i];
+    sum_b[i] = acc0[i] + xb[i];
+  }
+  Dev<float> gx(x), to_f(n), to_f_from_b(n), acc(acc0), acc_b(acc0);
+  Dev<bf16> gxb(xb), to_b(n);
+  convert(to_b.data(), gx.data(), n, nullptr);
+  convert(to_f.data(), gx.data(), n, nullptr);
+  convert(to_f_from_b.data(), gxb.data(), n, nullptr);
+  accumulate(acc.data(), gx.data(), n, nullptr);
+  accumulate(acc_b.data(), gxb.data(), n, nullptr);
+  EXPECT_EQ(to_b.download(), xb) << "fp32 -> bf16";
+  EXPECT_EQ(to_f.download(), x) << "fp32 -> fp32";
+  EXPECT_EQ(to_f_from_b.download(), xb) << "bf16 -> fp32";
+  EXPECT_EQ(acc.download(), sum) << "fp32 += fp32";
+  EXPECT_EQ(acc_b.download(), sum_b) << "fp32 += bf16";
+  for (const Dev<float>* d : {&to_f, &to_f_from_b, &acc, &acc_b}) d->check_guards();
+  to_b.check_guards();
 }
 
 // The device allocator's bookkeeping is tested without a GPU:

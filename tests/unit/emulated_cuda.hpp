@@ -30,12 +30,16 @@
 //    and the copy lands at the wait that covers it, so both a read too early
 //    and an overwrite while another warp still reads show; a launch fails if
 //    a thread ends with copies it never waited for;
-//  - launch_kernel (the CUDA backend's launches): more than 48 KiB of
-//    dynamic shared memory needs the kernel's cudaFuncSetAttribute opt-in;
+//  - launch_kernel (the CUDA backend's launches): the grid and block limits
+//    every GPU has; more than 48 KiB of dynamic shared memory needs the
+//    kernel's cudaFuncSetAttribute opt-in; each launch's block size and
+//    dynamic shared memory are recorded (host_cuda/launch_log.hpp) for the
+//    check against ptxas's register and shared memory counts;
 //    the kernel is queued on its stream and runs when the host CUDA
 //    runtime's stream order (host_cuda/host_streams.cpp) gets to it.
-// What it does not: timing, occupancy, register limits, bank conflicts,
-// concurrent kernels (one runs at a time).
+// What it does not: timing, occupancy and register limits (checked from
+// ptxas's counts: scripts/kernel_resources.py), bank conflicts, concurrent
+// kernels (one runs at a time).
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,
@@ -63,6 +67,7 @@
 #include <boost/context/protected_fixedsize_stack.hpp>
 
 #include "host_cuda/host_streams.hpp"
+#include "host_cuda/launch_log.hpp"
 
 // The CUDA headers define some of these for host compilers; ours win.
 #undef __global__
@@ -312,8 +317,19 @@ inline std::map<const void*, size_t> g_smem_opt_in;
 // launched with.
 template <typename Body>
 void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, Body body) {
+  // The GPU refuses these configurations (cudaErrorInvalidConfiguration),
+  // whatever the kernel: block dimensions up to 1024 x 1024 x 64 and 1024
+  // threads in all, grid dimensions up to 2^31 - 1 x 65535 x 65535, none 0.
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+      grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+    std::fprintf(stderr, "emulated CUDA: an invalid launch configuration: grid (%u, %u, %u), block (%u, %u, %u)\n",
+                 grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    std::abort();
+  }
   constexpr size_t kDefaultSmem = 48 * 1024;
   const auto opt_in = g_smem_opt_in.find(kernel);
+  host_cuda::record_launch(kernel, unsigned(threads), smem_bytes, opt_in == g_smem_opt_in.end() ? 0 : opt_in->second);
   if (smem_bytes > kDefaultSmem && (opt_in == g_smem_opt_in.end() || smem_bytes > opt_in->second)) {
     std::fprintf(stderr, "emulated CUDA: a launch with %zu bytes of dynamic shared memory, more than 48 KiB, "
                  "without the kernel's cudaFuncSetAttribute opt-in\n", smem_bytes);

@@ -1,7 +1,8 @@
 // Small device kernels the strategies and the optimizer need: casts between
-// storage types, accumulation of a reduced gradient piece into its fp32 (or
-// T) accumulator, and the deterministic sum of squares behind the global
-// gradient norm.
+// storage types, accumulation of a reduced gradient piece into its fp32
+// accumulator, and the deterministic sum of squares behind the global
+// gradient norm. Only the type pairs the backend uses are compiled (a kernel
+// no test launches fails emulated.launch_resources).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,11 +13,12 @@
 
 namespace gpt::cuda {
 
-// dst[i] = src[i] converted (round to nearest even into bf16).
+// dst[i] = src[i] converted (round to nearest even into bf16). To, From:
+// float, bf16; bf16, float; float, float.
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
 
-// acc[i] += src[i] (computed in fp32).
+// acc[i] += src[i] in fp32. Acc: float; Src: float or bf16.
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s);
 

@@ -45,14 +45,11 @@ class DeviceArena final : public Arena {
     }
   }
   void accumulate(void* acc, DType at, const void* src, DType st, int64_t n) override {
-    if (at == DType::kF32 && st == DType::kF32)
+    GPT_CHECK(at == DType::kF32, "the device arena accumulates into fp32 only");
+    if (st == DType::kF32)
       cuda::accumulate(static_cast<float*>(acc), static_cast<const float*>(src), n, s_);
-    else if (at == DType::kF32)
-      cuda::accumulate(static_cast<float*>(acc), static_cast<const bf16*>(src), n, s_);
-    else if (st == DType::kF32)
-      cuda::accumulate(static_cast<bf16*>(acc), static_cast<const float*>(src), n, s_);
     else
-      cuda::accumulate(static_cast<bf16*>(acc), static_cast<const bf16*>(src), n, s_);
+      cuda::accumulate(static_cast<float*>(acc), static_cast<const bf16*>(src), n, s_);
   }
   void begin_norm() override { norm_.zero(s_); }
   void add_squares(const void* x, DType t, int64_t n) override {
