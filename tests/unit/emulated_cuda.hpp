@@ -38,8 +38,8 @@
 //    the kernel is queued on its stream and runs when the host CUDA
 //    runtime's stream order (host_cuda/host_streams.cpp) gets to it.
 // What it does not: timing, occupancy and register limits (checked from
-// ptxas's counts: scripts/kernel_resources.py), bank conflicts, concurrent
-// kernels (one runs at a time).
+// ptxas's counts: scripts/kernel_resources.py), bank conflicts other than
+// ldmatrix's (LdmatrixStats), concurrent kernels (one runs at a time).
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,
@@ -398,6 +398,19 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
   std::memcpy(d, out, sizeof out);
 }
 
+// Shared memory bank conflicts of ldmatrix, counted over every launch since
+// the last reset_ldmatrix_stats(). Each of an x4's four 8 x 8 matrices is
+// one pass over 32 banks of 4 bytes: its 8 row addresses (16 bytes each)
+// are served in one wavefront when they fall on distinct 4-bank groups
+// ((address / 16) mod 8, the dynamic shared memory starting 128-byte
+// aligned), else in as many as the most crowded group holds distinct rows.
+struct LdmatrixStats {
+  uint64_t matrices = 0;           // 8 x 8 matrices loaded
+  uint64_t extra_wavefronts = 0;   // wavefronts beyond one per matrix
+};
+inline LdmatrixStats g_ldmatrix_stats;
+inline void reset_ldmatrix_stats() { g_ldmatrix_stats = {}; }
+
 // ldmatrix.m8n8.x4 (.trans) b16, collective over the warp: lane 8i + r
 // gives the address of row r of matrix i, which must be 16-byte aligned and
 // lie in the launch's shared memory; lane (g, t) gets elements (g, 2t),
@@ -409,6 +422,19 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   require_shared16(p, "ldmatrix row address");
   slots[me].row = p;
   arrive_and_wait(warp_barrier());
+  if (me == warp0) {  // the warp's instruction, counted once
+    for (int i = 0; i < 4; ++i) {
+      int rows_in_group[8] = {};
+      for (int rr = 0; rr < 8; ++rr) {
+        const unsigned char* a = slots[warp0 + 8 * i + rr].row;
+        bool repeat = false;  // the same row twice is one read (a broadcast)
+        for (int q = 0; q < rr; ++q) repeat = repeat || slots[warp0 + 8 * i + q].row == a;
+        if (!repeat) ++rows_in_group[(a - g_smem) / 16 % 8];
+      }
+      g_ldmatrix_stats.matrices += 1;
+      g_ldmatrix_stats.extra_wavefronts += uint64_t(*std::max_element(rows_in_group, rows_in_group + 8) - 1);
+    }
+  }
   const int g = int(me % 32) / 4, t = int(me % 4);
   auto element = [&](int matrix, int rr, int c) {
     uint16_t v;

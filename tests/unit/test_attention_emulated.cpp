@@ -115,7 +115,17 @@ void check(const Case& k) {
   cpu::attention_backward(dqkv_ref.data(), dy_f.data(), qkv_f.data(), att.data(), scratch.data(), kScratchThreads,
                           {B, Tn, C, NH});
 
+  // The tensor-core kernels' padded tiles make every ldmatrix conflict-free
+  // (attention_tc_kernels.cuh, kLd): one wavefront per 8 x 8 matrix.
+  auto expect_no_bank_conflicts = [&](const char* pass) {
+    if (k.family != Family::kTensorCoreBf16) return;
+    const auto st = emulated_cuda::g_ldmatrix_stats;
+    EXPECT_GT(st.matrices, 0u) << pass;
+    EXPECT_EQ(st.extra_wavefronts, 0u) << pass << ": bank conflicts in " << st.matrices << " ldmatrix matrices";
+  };
+  emulated_cuda::reset_ldmatrix_stats();
   forward<T, HS>(k.family, out.data(), lse.data(), qkv.data(), k);
+  expect_no_bank_conflicts("forward");
   const std::vector<float> out_f = out.values();
   EXPECT_LE(rel_error(out_f, out_ref), tol) << "out";
   // log-sum-exp: exp(s_ii - lse_i) is the CPU's diagonal probability.
@@ -136,7 +146,9 @@ void check(const Case& k) {
     }
   EXPECT_LE(rel_error(delta.values(), delta_ref), 1e-6) << "delta";  // the same sums in the same order: measured 0
 
+  emulated_cuda::reset_ldmatrix_stats();
   backward<T, HS>(k.family, dqkv.data(), dy.data(), qkv.data(), lse.data(), delta.data(), k);
+  expect_no_bank_conflicts("backward");
   const std::vector<float> dqkv_f = dqkv.values();
   EXPECT_LE(rel_error(dqkv_f, dqkv_ref), tol) << "dqkv";
   // Each third (dq, dk, dv) on its own, so one wrong part cannot hide in the whole.
