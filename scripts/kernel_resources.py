@@ -93,10 +93,11 @@ def read_launches(log_dir):
     launches = {}
     files = glob.glob(os.path.join(log_dir, "launches.*.txt"))
     for path in files:
-        for line in open(path):
-            name, threads, smem, opt_in, count = line.split()
-            key = (name, int(threads), int(smem), int(opt_in))
-            launches[key] = launches.get(key, 0) + int(count)
+        with open(path) as f:
+            for line in f:
+                name, threads, smem, opt_in, count = line.split()
+                key = (name, int(threads), int(smem), int(opt_in))
+                launches[key] = launches.get(key, 0) + int(count)
     return files, launches
 
 
@@ -154,7 +155,8 @@ def main():
         bounds, usage = {}, {}
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             for p, u in zip(ptx_files, pool.map(lambda p: ptxas_usage(a.ptxas, arch, p), ptx_files)):
-                bounds.update(ptx_entries(open(p).read()))
+                with open(p) as f:
+                    bounds.update(ptx_entries(f.read()))
                 usage.update(u)
         pretty = demangle(sorted(set(usage) | set(names)))
         rows = []
