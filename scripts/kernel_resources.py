@@ -50,7 +50,6 @@ SUB_PARTITIONS = 4         # an SM's register file is 4 x 16K registers, one per
 SMEM_ALLOC_UNIT = 128      # bytes
 SMEM_RESERVED = 1024       # bytes the system takes per block (8.0 and later)
 DEFAULT_DYNAMIC_SMEM = 48 * 1024  # a block's static + dynamic shared memory without the opt-in
-MAX_REGS_PER_THREAD = 255
 
 
 def ceil_to(x, unit):
@@ -117,11 +116,17 @@ def short(pretty):
     return s
 
 
-def occupancy(lim, threads, regs, smem_block):
-    warps = (threads + 31) // 32
-    limits = {"blocks": lim["blocks_per_sm"], "threads": lim["threads_per_sm"] // (warps * 32)}
+def warps_by_registers(lim, regs):
+    """Warps of `regs` registers a thread that an SM's register file holds."""
     regs_per_warp = ceil_to(max(regs, 1) * 32, REG_ALLOC_UNIT)
-    limits["registers"] = SUB_PARTITIONS * ((lim["regs_per_sm"] // SUB_PARTITIONS) // regs_per_warp) // warps
+    return SUB_PARTITIONS * ((lim["regs_per_sm"] // SUB_PARTITIONS) // regs_per_warp)
+
+
+def occupancy(lim, threads, regs, smem_block):
+    """Resident blocks per SM, occupancy, and the limit that binds."""
+    warps = (threads + 31) // 32
+    limits = {"blocks": lim["blocks_per_sm"], "threads": lim["threads_per_sm"] // (warps * 32),
+              "registers": warps_by_registers(lim, regs) // warps}
     smem = ceil_to(smem_block + SMEM_RESERVED, SMEM_ALLOC_UNIT)
     limits["shared memory"] = lim["smem_per_sm"] // smem
     blocks = min(limits.values())
@@ -169,12 +174,6 @@ def main():
             static = u["smem"]
             if bound is not None and threads > bound:
                 errors.append(f"{arch}: {k}: {threads} threads a block, above its __launch_bounds__ {bound}")
-            regs_per_warp = ceil_to(max(u["regs"], 1) * 32, REG_ALLOC_UNIT)
-            warps = (threads + 31) // 32
-            max_warps = SUB_PARTITIONS * ((lim["regs_per_sm"] // SUB_PARTITIONS) // regs_per_warp)
-            if warps > max_warps:
-                errors.append(f"{arch}: {k}: {threads} threads x {u['regs']} registers is more than an SM's "
-                              f"register file ({max_warps * 32} threads at most): too many resources requested")
             max_dynamic = opt_in if opt_in else DEFAULT_DYNAMIC_SMEM - static
             if dyn > max_dynamic:
                 errors.append(f"{arch}: {k}: {dyn} bytes of dynamic shared memory, above the {max_dynamic} it may "
@@ -183,7 +182,11 @@ def main():
                 errors.append(f"{arch}: {k}: opts into {opt_in} bytes of dynamic shared memory; with {static} "
                               f"static, above a block's {lim['smem_per_block_optin']}")
             blocks, occ, limiter = occupancy(lim, threads, u["regs"], static + dyn)
-            if blocks < 1:
+            if blocks < 1 and limiter == "registers":
+                errors.append(f"{arch}: {k}: {threads} threads x {u['regs']} registers is more than an SM's register "
+                              f"file ({warps_by_registers(lim, u['regs']) * 32} threads at most): too many resources "
+                              f"requested")
+            elif blocks < 1:
                 errors.append(f"{arch}: {k}: no block of it fits on an SM (limited by {limiter})")
             rows.append(dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
                              static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],

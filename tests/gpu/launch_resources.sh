@@ -2,9 +2,8 @@
 # Launch resources of the CUDA backend, without a GPU (ctest
 # emulated.launch_resources): runs the op tests, the fast model tests and
 # short trainer runs (bf16 and fp32, head sizes 32 and 64: the only ones
-# --device cuda takes) on the emulated
-# backend, which logs every kernel's block size and dynamic shared memory,
-# then checks those launches against ptxas's register and shared memory
+# --device cuda takes) on the emulated backend, which logs every kernel's
+# block size and dynamic shared memory, then checks those launches against ptxas's register and shared memory
 # counts for each architecture's PTX (scripts/kernel_resources.py): a launch
 # a real SM would refuse, a kernel no test launches, or a spill in the
 # training path fails. Prints the per-kernel occupancy table; the JSON

@@ -35,13 +35,16 @@ std::vector<float> input(size_t n, float std, uint64_t seed) {
   return rounded<T>(randn(n, std, seed));
 }
 
+// Normalised error within T's tolerance (gpu_test_util.hpp).
+template <typename T>
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  EXPECT_LE(rel_error(got, want), tolerance<T>()) << what;
+}
+
 template <typename T>
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override { GPT_REQUIRE_GPU(); }
-  static void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
-    EXPECT_LE(rel_error(got, want), tolerance<T>()) << what;
-  }
 };
 using Types = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(CudaOps, Types);
@@ -63,9 +66,9 @@ TYPED_TEST(CudaOps, LinearForwardBiasGeluResidual) {
     Dev<T> out(N * OC), gelu(N * OC), res(N * OC);
     mm.linear_forward(out.data(), dx.data(), dw.data(), db.data(), N, C, OC, nullptr, gelu.data());
     mm.linear_residual_forward(res.data(), dx.data(), dw.data(), db.data(), dr.data(), N, C, OC, nullptr);
-    this->expect_close(out.download(), ref, fused ? "pre-activation (fused)" : "pre-activation");
-    this->expect_close(gelu.download(), ref_gelu, fused ? "gelu (fused)" : "gelu");
-    this->expect_close(res.download(), ref_res, "residual");
+    expect_close<T>(out.download(), ref, fused ? "pre-activation (fused)" : "pre-activation");
+    expect_close<T>(gelu.download(), ref_gelu, fused ? "gelu (fused)" : "gelu");
+    expect_close<T>(res.download(), ref_res, "residual");
     out.check_guards();
     gelu.check_guards();
     res.check_guards();
@@ -92,10 +95,10 @@ TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
     mm.linear_backward(dx.data(), dw.data(), db.data(), ddy.data(), dx_.data(), dw_.data(), N, C, OC, nullptr);
     mm.linear_backward(dxg.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr), ddy.data(), dx_.data(),
                        dw_.data(), N, C, OC, nullptr, dpre.data());
-    this->expect_close(dx.download(), dx_ref, "dinp");
-    this->expect_close(dxg.download(), dx_gelu_ref, fused ? "dinp * gelu' (fused)" : "dinp * gelu'");
-    this->expect_close(dw.download(), dw_ref, "dw accumulated");
-    this->expect_close(db.download(), db_ref, "dbias accumulated");
+    expect_close<T>(dx.download(), dx_ref, "dinp");
+    expect_close<T>(dxg.download(), dx_gelu_ref, fused ? "dinp * gelu' (fused)" : "dinp * gelu'");
+    expect_close<T>(dw.download(), dw_ref, "dw accumulated");
+    expect_close<T>(db.download(), db_ref, "dbias accumulated");
     dx.check_guards();
     dxg.check_guards();
     dw.check_guards();
@@ -119,12 +122,12 @@ void check_layernorm(int64_t C) {
   layernorm_forward(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C, nullptr);
   layernorm_backward(gdx.data(), gdw.data(), gdb.data(), scratch.data(), gdy.data(), gx.data(), gw.data(),
                      gmean.data(), grstd.data(), N, C, nullptr);
-  EXPECT_LE(rel_error(gout.download(), out), tolerance<T>()) << "out";
+  expect_close<T>(gout.download(), out, "out");
   EXPECT_LE(rel_error(gmean.download(), mean), 1e-5);
   EXPECT_LE(rel_error(grstd.download(), rstd), 1e-5);
-  EXPECT_LE(rel_error(gdx.download(), dx), tolerance<T>()) << "dinp accumulated";
-  EXPECT_LE(rel_error(gdw.download(), dw), tolerance<T>()) << "dw";
-  EXPECT_LE(rel_error(gdb.download(), db), tolerance<T>()) << "db";
+  expect_close<T>(gdx.download(), dx, "dinp accumulated");
+  expect_close<T>(gdw.download(), dw, "dw");
+  expect_close<T>(gdb.download(), db, "db");
   gout.check_guards();
   gdx.check_guards();
   gdw.check_guards();
@@ -166,8 +169,8 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
                            {B, Tn, C, NH}, nullptr, kernel);
         attention_backward(again.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(),
                            {B, Tn, C, NH}, nullptr, kernel);
-        this->expect_close(gout.download(), out, "attention out");
-        this->expect_close(gdqkv.download(), dqkv, "attention dqkv");
+        expect_close<T>(gout.download(), out, "attention out");
+        expect_close<T>(gdqkv.download(), dqkv, "attention dqkv");
         EXPECT_EQ(gdqkv.download(), again.download()) << "attention backward is not deterministic";
         // lse against the CPU probabilities: att[i][i] = exp(s_ii - lse_i).
         EXPECT_LE(rel_error(diagonal_from_lse(qkv, lse.download(), B, Tn, C, NH), attention_diagonal(att, B * NH, Tn)),
@@ -191,8 +194,8 @@ TYPED_TEST(CudaOps, GeluForwardBackward) {
   Dev<T> gx(x), gy(n), gdy(dy);
   gelu_forward(gy.data(), gx.data(), n, nullptr);
   gelu_backward(gdy.data(), gx.data(), gdy.data(), n, nullptr);  // in place
-  this->expect_close(gy.download(), y, "gelu");
-  this->expect_close(gdy.download(), dx, "gelu backward in place");
+  expect_close<T>(gy.download(), y, "gelu");
+  expect_close<T>(gdy.download(), dx, "gelu backward in place");
   gy.check_guards();
 }
 
@@ -215,7 +218,7 @@ TYPED_TEST(CudaOps, EmbeddingForwardBackwardDeterministic) {
   EXPECT_EQ(groups.num_groups, 13);
   Dev<T> gwte(wte), gwpe(wpe), gout(B * Tn * C), gdy(dy);
   embedding_forward(gout.data(), dtok, gwte.data(), gwpe.data(), B, Tn, C, nullptr);
-  this->expect_close(gout.download(), out, "embedding");
+  expect_close<T>(gout.download(), out, "embedding");
   std::vector<float> first;
   for (int rep = 0; rep < 2; ++rep) {
     Dev<T> gdwte(V * C), gdwpe(Tn * C);
@@ -223,8 +226,8 @@ TYPED_TEST(CudaOps, EmbeddingForwardBackwardDeterministic) {
     gdwpe.upload(std::vector<float>(Tn * C, 0.f));
     embedding_backward(gdwte.data(), gdwpe.data(), gdy.data(), dgroups, groups.num_groups, B, Tn, C, nullptr);
     auto got = gdwte.download();
-    this->expect_close(got, dwte, "dwte");
-    this->expect_close(gdwpe.download(), dwpe, "dwpe");
+    expect_close<T>(got, dwte, "dwte");
+    expect_close<T>(gdwpe.download(), dwpe, "dwpe");
     if (rep == 0) first = got;
     else EXPECT_EQ(got, first) << "embedding backward must be bitwise deterministic";
     gdwte.check_guards();
@@ -261,8 +264,8 @@ void check_classifier(int64_t Vp) {
   classifier_forward_backward(mm, g, {N, C, V, Vp}, nullptr);
   // Losses are fp32 on the device, from logits stored in T.
   EXPECT_LE(rel_error(glosses.download(), losses), (std::is_same_v<T, float> ? 1e-5 : 1e-2));
-  EXPECT_LE(rel_error(gdx.download(), dx), tolerance<T>()) << "dinp";
-  EXPECT_LE(rel_error(gdwte.download(), dwte), tolerance<T>()) << "dwte accumulated";
+  expect_close<T>(gdx.download(), dx, "dinp");
+  expect_close<T>(gdwte.download(), dwte, "dwte accumulated");
   auto padded = gdwte.download();
   for (int64_t i = V * C; i < Vp * C; ++i) ASSERT_EQ(padded[i], dwte0[i]) << "padded rows of wte got gradient";
   glosses.check_guards();
@@ -278,9 +281,10 @@ void check_classifier(int64_t Vp) {
   classifier_logits_row(mm, grow.data(), gx.data() + row * C, gwte.data(), {1, C, V, Vp}, nullptr);
   const auto got = grow.download();
   const std::vector<float> got_v(got.begin(), got.begin() + V), want_v(want.begin(), want.begin() + V);
-  EXPECT_LE(rel_error(got_v, want_v), tolerance<T>()) << "logits row";
+  expect_close<T>(got_v, want_v, "logits row");
   for (int64_t j = V; j < Vp; ++j) ASSERT_EQ(got[j], -INFINITY) << "padded logit " << j;
-  grow.check_guards();}
+  grow.check_guards();
+}
 
 TYPED_TEST(CudaOps, ClassifierFusedCrossEntropy) {
   for (int64_t Vp : {320, 322}) {
@@ -314,7 +318,7 @@ void check_adamw() {
   EXPECT_LE(rel_error(gm.download(), mr), 1e-6);
   EXPECT_LE(rel_error(gv.download(), vr), 1e-6);
   if (std::is_same_v<T, bf16>) {
-    EXPECT_LE(rel_error(copy.download(), pr), tolerance<T>()) << "bf16 compute copy";
+    expect_close<T>(copy.download(), pr, "bf16 compute copy");
   }
   gp.check_guards();
   copy.check_guards();
