@@ -297,5 +297,26 @@ TYPED_TEST(EmulatedSimpleKernels, SumSquaresAndValues) {
   }
 }
 
+// A launch configuration any GPU refuses (cudaErrorInvalidConfiguration)
+// ends the process as a kernel fault would, naming the grid and block;
+// one at the limits runs.
+void no_kernel() {}
+void launch_config(dim3 grid, dim3 block) {
+  emulated_cuda::launch_kernel(reinterpret_cast<const void*>(&no_kernel), grid, block, 0, nullptr, [] {});
+  cudaDeviceSynchronize();
+}
+TEST(EmulatedLaunch, RefusesConfigurationsEveryGpuRefuses) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* refused = "invalid launch configuration";
+  EXPECT_DEATH(launch_config(dim3(1), dim3(1025)), refused);
+  EXPECT_DEATH(launch_config(dim3(1), dim3(32, 33)), refused);  // 1056 threads in all
+  EXPECT_DEATH(launch_config(dim3(1), dim3(1, 1, 65)), refused);
+  EXPECT_DEATH(launch_config(dim3(1, 65536), dim3(32)), refused);
+  EXPECT_DEATH(launch_config(dim3(1, 1, 65536), dim3(32)), refused);
+  EXPECT_DEATH(launch_config(dim3(0), dim3(32)), refused);
+  launch_config(dim3(1), dim3(1024));
+  launch_config(dim3(2, 3), dim3(32, 32));
+}
+
 }  // namespace
 }  // namespace gpt::cuda::detail
