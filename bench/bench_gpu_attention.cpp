@@ -18,6 +18,7 @@
 
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
+#include "core/cuda/stream.hpp"
 #include "model/cuda/attention.hpp"
 #include "model/cuda/check.hpp"
 #include "model/config.hpp"
@@ -106,10 +107,10 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> nd(0.f, 1.f);
     for (auto& x : qkv) x = nd(rng);
     for (auto& x : dy) x = nd(rng);
+    const cuda::Stream owner;  // first: destroyed after everything that uses it
+    const cudaStream_t stream = owner.get();
     MemoryTracker tracker;
     cuda::DeviceAllocator alloc(&tracker);
-    cudaStream_t stream;
-    GPT_CUDA_OK(cudaStreamCreate(&stream));
     const double fwd_flops = 2.0 * a.batch * double(a.seq) * a.seq * a.embd;
     const std::string dev = cuda::device_name(0);
     nlohmann::json rows = nlohmann::json::array();
@@ -136,7 +137,6 @@ int main(int argc, char** argv) {
                               {"seq", a.seq},         {"embd", a.embd},     {"heads", a.heads},
                               {"iters", a.iters},     {"results", rows}};
     std::printf("%s\n", j.dump().c_str());
-    cudaStreamDestroy(stream);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

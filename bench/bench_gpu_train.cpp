@@ -3,13 +3,17 @@
 // AdamW with fp32 master weights) of a GPT-2 shape on random tokens, timed
 // with CUDA events after warm-up. Prints a table row and one JSON line:
 // tokens/s, MFU (model FLOPs / the device's dense bf16 or fp32 peak, see
-// model/flops.hpp), step time and device memory by category.
+// model/flops.hpp), step time, device memory by category, and where the
+// step's time goes: events between its phases (forward, head, backward,
+// optimizer) with each phase's model FLOP/s. The events are read after the
+// step's own synchronisation (the loss), so they add no host sync.
 //
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -17,6 +21,7 @@
 #include "core/bytes.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
+#include "core/cuda/stream.hpp"
 #include "model/config.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/device_state.hpp"
@@ -29,6 +34,15 @@ namespace {
 
 using namespace gpt;
 
+// The step's phases, in order; their boundaries are CUDA events.
+constexpr int kPhases = 4;
+constexpr const char* kPhaseNames[kPhases] = {
+    "forward",    // zero grads, upload the batch, embedding, every block forward
+    "head",       // final LayerNorm, LM head and cross-entropy, forward and backward
+    "backward",   // final LayerNorm and every block backward, embedding backward
+    "optimizer",  // global norm (one host sync), clipping, AdamW
+};
+
 struct Args {
   std::string model = "gpt2-124m", precision = "bf16";
   int batch = 16, seq = 1024, steps = 20, warmup = 5;
@@ -37,12 +51,12 @@ struct Args {
 
 template <typename T>
 nlohmann::json run(const Args& a) {
+  const cuda::Stream owner;  // first: destroyed after everything that uses it
+  const cudaStream_t stream = owner.get();
   GPTConfig cfg = preset(a.model);
   ParamLayout layout(cfg);
   MemoryTracker tracker;
   cuda::DeviceAllocator alloc(&tracker);
-  cudaStream_t stream;
-  GPT_CUDA_OK(cudaStreamCreate(&stream));
   std::vector<std::vector<float>> host(layout.num_units());
   std::vector<const float*> ptrs;
   for (size_t u = 0; u < layout.num_units(); ++u) {
@@ -68,6 +82,10 @@ nlohmann::json run(const Args& a) {
   cudaEvent_t t0, t1;
   GPT_CUDA_OK(cudaEventCreate(&t0));
   GPT_CUDA_OK(cudaEventCreate(&t1));
+  // Phase boundaries: phase i runs from mark[i] to mark[i + 1].
+  std::array<cudaEvent_t, kPhases + 1> mark;
+  for (auto& e : mark) GPT_CUDA_OK(cudaEventCreate(&e));
+  std::array<double, kPhases> phase_ms{};
   double loss = 0;
   const auto& P = st.params();
   const auto& G = st.grads();
@@ -77,17 +95,29 @@ nlohmann::json run(const Args& a) {
       tracker.reset_peak();
       GPT_CUDA_OK(cudaEventRecord(t0, stream));
     }
+    GPT_CUDA_OK(cudaEventRecord(mark[0], stream));
     st.zero_grads();
     m.set_batch(tokens.data(), tokens.data() + 1);
     m.forward_embedding(P[layout.embedding_unit()]);
     for (int l = 0; l < L; ++l) m.forward_block(l, P[layout.block_unit(l)]);
+    GPT_CUDA_OK(cudaEventRecord(mark[1], stream));
     m.forward_head(P[layout.final_unit()], P[layout.embedding_unit()], G[layout.embedding_unit()], scale);
+    GPT_CUDA_OK(cudaEventRecord(mark[2], stream));
     m.backward_final(P[layout.final_unit()], G[layout.final_unit()]);
     for (int l = L - 1; l >= 0; --l) m.backward_block(l, P[layout.block_unit(l)], G[layout.block_unit(l)]);
     m.backward_embedding(G[layout.embedding_unit()]);
+    GPT_CUDA_OK(cudaEventRecord(mark[3], stream));
     const double norm = st.grad_norm();  // one host sync per step, as in training (the clip scale)
     st.step(h, {3e-4f, s + 1, clip_scale(norm, 1.f)});
-    loss = m.take_loss();
+    GPT_CUDA_OK(cudaEventRecord(mark[4], stream));
+    loss = m.take_loss();  // synchronises the stream: every mark has completed
+    if (s >= a.warmup) {
+      for (int i = 0; i < kPhases; ++i) {
+        float elapsed = 0;
+        GPT_CUDA_OK(cudaEventElapsedTime(&elapsed, mark[i], mark[i + 1]));
+        phase_ms[i] += elapsed;
+      }
+    }
   }
   GPT_CUDA_OK(cudaEventRecord(t1, stream));
   GPT_CUDA_OK(cudaEventSynchronize(t1));
@@ -111,9 +141,26 @@ nlohmann::json run(const Args& a) {
   std::printf("# %-12s %-5s B=%-3d T=%-5d %10.0f tok/s  %7.2f ms/step  MFU %5.1f%%  peak %s  (%s)\n",
               a.model.c_str(), a.precision.c_str(), a.batch, a.seq, tok_s, step_s * 1e3, 100 * mfu,
               format_bytes(double(tracker.peak())).c_str(), dev.c_str());
+  // Model FLOPs of each phase per token (their sum is train_flops_per_token):
+  // forward = 2 x the blocks' matmul weights + the attention products
+  // forward (4*L*C*T); the head = 6 x V*C (forward and backward); backward =
+  // twice the forward.
+  const double C = cfg.n_embd, fwd_tok = 24.0 * L * C * C + 4.0 * L * C * a.seq;
+  const std::array<double, kPhases> phase_flops_tok{fwd_tok, 6.0 * cfg.vocab_size * C, 2 * fwd_tok, 0.0};
+  const double tokens_per_step = double(a.batch) * a.seq;
+  nlohmann::json phases = nlohmann::json::array();
+  std::printf("#   %-10s %9s %7s %9s\n", "phase", "ms/step", "share", "TFLOP/s");
+  for (int i = 0; i < kPhases; ++i) {
+    const double phase = phase_ms[i] / a.steps;
+    const double tflops = phase > 0 ? phase_flops_tok[i] * tokens_per_step / (phase * 1e-3) / 1e12 : 0;
+    const double share = step_s > 0 ? phase / (step_s * 1e3) : 0;
+    phases.push_back({{"phase", kPhaseNames[i]}, {"ms", phase}, {"share", share}, {"tflops", tflops}});
+    std::printf("    %-10s %9.3f %6.1f%% %9.1f\n", kPhaseNames[i], phase, 100 * share, tflops);
+  }
+  j["phases"] = phases;
+  for (auto& e : mark) cudaEventDestroy(e);
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
-  cudaStreamDestroy(stream);
   return j;
 }
 

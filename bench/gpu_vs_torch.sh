@@ -7,29 +7,43 @@
 # ratios equal the tokens/s ratios. Also times our attention kernels side by
 # side (bench_gpu_attention: tensor cores vs CUDA cores) and PyTorch's fused
 # attention at the same shape (torch_gpu_attention.py: FlashAttention-2,
-# cuDNN). Prints tables and writes
-# bench/results/gpu-<device>-<date>.json (device, date, git revision, config, numbers).
+# cuDNN), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
+# with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
+# (torch_gpu_gemm.py). Our step is also split into phases (forward, head,
+# backward, optimizer) with each one's model TFLOP/s. Prints tables and writes
+# $RESULTS_DIR/gpu-<device>-<date>.json (default bench/results/; device, date,
+# git revision, config, numbers). STEPS, WARMUP and ITERS shorten the runs
+# (tests/gpu/bench_smoke.sh runs all of it on the emulated backend).
 #   bench/gpu_vs_torch.sh [BUILD_DIR] [MODEL] [BATCH] [SEQ]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-${BUILD_DIR:-$root/build}}"; model="${2:-gpt2-124m}"; batch="${3:-16}"; seq="${4:-1024}"
-py="${PYTHON:-python3}"
+py="${PYTHON:-python3}"  # runs the PyTorch scripts
+results="${RESULTS_DIR:-$root/bench/results}"
+steps="${STEPS:-20}"; warmup="${WARMUP:-5}"; iters="${ITERS:-20}"
+shape=(--model "$model" --batch "$batch" --seq "$seq")
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+# Runs a benchmark: all its output to stderr (the log), its JSON line to stdout.
+json_of() { local o rc=0; o="$("$@")" || rc=$?; printf '%s\n' "$o" >&2; [ "$rc" = 0 ] && printf '%s\n' "$o" | grep '^{'; }
 rows=()
-rows+=("$("$build/bench/bench_gpu_train" --model "$model" --batch "$batch" --seq "$seq" | grep '^{')")
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup")")
 for mode in eager compile; do
-  if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" --model "$model" --batch "$batch" --seq "$seq" 2>/dev/null | grep '^{')"; then
+  if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" "${shape[@]}" --steps "$steps" --warmup "$warmup" 2>/dev/null | grep '^{')"; then
     rows+=("$r")
   else
     echo "warning: PyTorch $mode run failed; row left out" >&2
   fi
 done
-att="$("$build/bench/bench_gpu_attention" --model "$model" --batch "$batch" --seq "$seq" | tee /dev/stderr | grep '^{')" || att='null'
-att_torch="$("$py" "$root/bench/torch_gpu_attention.py" --model "$model" --batch "$batch" --seq "$seq" | tee /dev/stderr | grep '^{')" || att_torch='null'
+att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'
+att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters")" || att_torch='null'
+gemm="$(json_of "$build/bench/bench_gpu_gemm" "${shape[@]}" --iters "$iters")" || gemm='null'
+printf '%s\n' "$gemm" > "$tmp/gemm.json"
+gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.json" --iters "$iters")" || gemm_torch='null'
 rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
 # The rows travel in the environment: the program itself comes on stdin.
 ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
-  "$py" - "$root/bench/results" "$rev$dirty" <<'PY'
+  GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" python3 - "$results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
 rows = [json.loads(l) for l in os.environ["ROWS_JSON"].splitlines() if l.strip()]
 ours = rows[0]
@@ -41,11 +55,28 @@ for r in rows:
     r["mfu"] = r["tokens_per_s"] * peak_ratio
     rel = r["tokens_per_s"] / ours["tokens_per_s"]
     print(f"  {r['impl']:<16} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
+print(f"# our step by phase ({ours['step_ms']:.2f} ms/step)")
+print(f"  {'phase':<10} {'ms':>9} {'share':>7} {'TFLOP/s':>9}")
+for p in ours.get("phases", []):
+    print(f"  {p['phase']:<10} {p['ms']:>9.3f} {100*p['share']:>6.1f}% {p['tflops']:>9.1f}")
+gemm = json.loads(os.environ.get("GEMM_JSON") or "null")
+gemm_torch = json.loads(os.environ.get("GEMM_TORCH_JSON") or "null")
+if gemm:
+    theirs = {(r["op"], r["pass"]): r for r in (gemm_torch or {}).get("results", [])}
+    print("# GEMMs: ours (cuBLASLt, our epilogues) vs PyTorch's plain GEMM at the same shape")
+    print(f"  {'op':<8} {'pass':<5} {'epilogue':<18} {'m':>7} {'n':>6} {'k':>6} {'ours TF/s':>10} {'torch TF/s':>11} {'speed-up':>8}")
+    for r in gemm["results"]:
+        t = theirs.get((r["op"], r["pass"]))
+        ratio = f"{t['ms'] / r['ms']:.2f}x" if t and r["ms"] > 0 else "-"
+        tt = f"{t['tflops']:.1f}" if t else "-"
+        print(f"  {r['op']:<8} {r['pass']:<5} {r['epilogue']:<18} {r['m']:>7} {r['n']:>6} {r['k']:>6} "
+              f"{r['tflops']:>10.1f} {tt:>11} {ratio:>8}")
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
        "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null"),
-       "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null")}
+       "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null"),
+       "gemm": gemm, "gemm_torch": gemm_torch}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"
 os.makedirs(sys.argv[1], exist_ok=True)

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host_cuda/host_streams.hpp"
@@ -151,6 +153,29 @@ TEST_F(HostStreams, EventQueryOfAnEventNeverRecordedIsComplete) {
   work(comm_, "runs");
   ASSERT_EQ(cudaStreamSynchronize(comm_), cudaSuccess);
   EXPECT_EQ(log_, (Log{"runs"}));
+}
+
+// What bench_gpu_train's phase breakdown relies on: the time between two
+// records is the work queued between them, and the refusals are CUDA's.
+TEST_F(HostStreams, ElapsedTimeSpansTheWorkBetweenTwoRecords) {
+  cudaEvent_t end = nullptr, untimed = nullptr;
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  float ms = -1.f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, event_, end), cudaErrorInvalidResourceHandle);  // never recorded
+  ASSERT_EQ(cudaEventRecord(event_, compute_), cudaSuccess);
+  host_cuda::enqueue(compute_, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+  ASSERT_EQ(cudaEventRecord(end, compute_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, compute_), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, event_, end), cudaErrorNotReady);  // lazy: nothing has run yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // host time before the work runs: not counted
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, event_, end), cudaSuccess);
+  EXPECT_GE(ms, 30.f);
+  EXPECT_LT(ms, 75.f);  // the 50 ms the host waited first are not in it
+  EXPECT_EQ(cudaEventElapsedTime(&ms, event_, untimed), cudaErrorInvalidResourceHandle);
+  cudaEventDestroy(untimed);
+  cudaEventDestroy(end);
 }
 
 }  // namespace

@@ -35,6 +35,10 @@ struct DeviceGPT<T>::BlockActs {
   }
 };
 
+int64_t default_chunk_rows(int64_t Vp, size_t elem_bytes) {
+  return std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * int64_t(elem_bytes)) / 128 * 128);
+}
+
 template <typename T>
 DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, DeviceAllocator* alloc, Matmul* mm,
                         cudaStream_t stream)
@@ -56,12 +60,8 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   lnf_rstd_ = DeviceBuffer<float>(N, A, alloc);
   dlnf_ = DeviceBuffer<T>(N * C, A, alloc);
   losses_ = DeviceBuffer<float>(N, A, alloc);
-  // Logits chunk: 256 MiB by default (the CPU takes ~32 MiB). Few, tall
-  // GEMMs keep the tensor cores busy; the whole [N, Vp] would cost
-  // gigabytes at GPT-2 sizes (1.6 GB in bf16 for B=16, T=1024).
-  chunk_rows_ = opt_.classifier_chunk_rows > 0
-                    ? opt_.classifier_chunk_rows
-                    : std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * int64_t(sizeof(T))) / 128 * 128);
+  // Logits chunk: 256 MiB by default (default_chunk_rows; the CPU takes ~32 MiB).
+  chunk_rows_ = opt_.classifier_chunk_rows > 0 ? opt_.classifier_chunk_rows : default_chunk_rows(Vp, sizeof(T));
   chunk_rows_ = std::min(chunk_rows_, N);
   logits_ = DeviceBuffer<T>(chunk_rows_ * Vp, A, alloc);
   dresid_ = DeviceBuffer<T>(N * C, A, alloc);

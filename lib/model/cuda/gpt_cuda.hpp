@@ -30,6 +30,13 @@
 
 namespace gpt::cuda {
 
+// Rows of the LM head's logits that exist at a time when GPTOptions leaves
+// classifier_chunk_rows at 0: 256 MiB of logits (whole multiples of 128
+// rows, at least 128), so the head's GEMMs are large enough to keep the
+// tensor cores busy while the whole [N, Vp] (1.6 GB in bf16 at B=16,
+// T=1024) never exists. bench_gpu_gemm times the head at this shape.
+int64_t default_chunk_rows(int64_t Vp, size_t elem_bytes);
+
 template <typename T>
 class DeviceGPT {
  public:

@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +69,10 @@ struct Stream {
 };
 struct Event {
   Point recorded;  // s == nullptr: never recorded (waits on it are no-ops)
+  bool timing = true;  // false: created with cudaEventDisableTiming
+  // When the last record ran here (set by the record operation itself, so
+  // it is the host time the emulator reached that point of its stream).
+  std::shared_ptr<std::chrono::steady_clock::time_point> ran_at;
 };
 
 std::recursive_mutex g_mu;  // guards everything below
@@ -234,14 +239,15 @@ Event* event_of(cudaEvent_t h) {
   return e;
 }
 }  // namespace
-cudaError_t cudaEventCreate(cudaEvent_t* h) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* h, unsigned flags) {
   auto* e = new Event;
+  e->timing = (flags & cudaEventDisableTiming) == 0;
   std::lock_guard lk(g_mu);
   g_events.insert(e);
   *h = reinterpret_cast<cudaEvent_t>(e);
   return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* h, unsigned) { return cudaEventCreate(h); }
+cudaError_t cudaEventCreate(cudaEvent_t* h) { return cudaEventCreateWithFlags(h, cudaEventDefault); }
 // Waits already queued keep what they wait for (as in CUDA).
 cudaError_t cudaEventDestroy(cudaEvent_t h) {
   std::lock_guard lk(g_mu);
@@ -254,8 +260,10 @@ cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
   std::lock_guard lk(g_mu);
   Event* e = event_of(h);
   Stream* s = stream_of(stream);
-  push(s, nullptr);  // a record is the stream's next operation
+  auto at = std::make_shared<std::chrono::steady_clock::time_point>();
+  push(s, [at] { *at = std::chrono::steady_clock::now(); });  // a record is the stream's next operation
   e->recorded = {s, s->issued};
+  e->ran_at = std::move(at);
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
@@ -277,9 +285,16 @@ cudaError_t cudaEventSynchronize(cudaEvent_t h) {
   if (p.s) run_until(p.s, p.n);
   return cudaSuccess;
 }
+// As CUDA: an event never recorded or created without timing is an invalid
+// handle here; one recorded but not yet reached is not ready. The time is
+// the host's between the emulator running the two records (on one stream,
+// the work queued between them), so never negative there.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  std::lock_guard lk(g_mu);
+  const Event *ea = event_of(a), *eb = event_of(b);
+  if (!ea->timing || !eb->timing || !ea->recorded.s || !eb->recorded.s) return cudaErrorInvalidResourceHandle;
   if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return cudaErrorNotReady;
-  *ms = 0.f;  // no timing here
+  *ms = std::chrono::duration<float, std::milli>(*eb->ran_at - *ea->ran_at).count();
   return cudaSuccess;
 }
 

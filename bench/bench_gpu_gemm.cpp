@@ -1,0 +1,230 @@
+// Every matrix product of a training step, each timed alone at the model's
+// shapes through the backend's Matmul (cuBLASLt, the epilogues the model
+// uses), so a step's GEMM time can be read product by product and set
+// against PyTorch's plain GEMM at the same shape (bench/torch_gpu_gemm.py
+// reads this program's JSON for the shapes; bench/gpu_vs_torch.sh runs both).
+//
+// Per linear layer of a block (qkv, attention projection, MLP fc and
+// projection) and for one chunk of the LM head (default_chunk_rows rows):
+//   fwd   out[N, OC] = x[N, C] W^T with the layer's epilogue (bias; bias and
+//         the residual; bias and GELU with the pre-activation saved);
+//   dinp  dx[N, C] = dout W (after the MLP projection: times GELU');
+//   dW    dW[OC, C] += dout^T x.
+// The GELU products run twice: fused into cuBLASLt's epilogue and with the
+// separate GELU kernel; `fused` says which path ran (cuBLASLt may refuse the
+// fusion and the Matmul falls back). FLOPs = 2*N*C*OC; epilogues and the GELU
+// kernel are inside the time, bias gradients (a separate kernel) are not.
+//
+//   bench_gpu_gemm [--model gpt2-124m] [--batch 16] [--seq 1024]
+//                  [--precision bf16|fp32] [--iters 20]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_memory.hpp"
+#include "core/cuda/device_query.hpp"
+#include "core/cuda/stream.hpp"
+#include "model/config.hpp"
+#include "model/cuda/check.hpp"
+#include "model/cuda/elementwise.hpp"
+#include "model/cuda/gpt_cuda.hpp"
+#include "model/cuda/matmul.hpp"
+
+namespace {
+
+using namespace gpt;
+
+struct Args {
+  std::string model = "gpt2-124m", precision = "bf16";
+  int batch = 16, seq = 1024, iters = 20;
+};
+
+enum class Epilogue { kBias, kResidual, kGelu, kNone };
+enum class Pass { kFwd, kDinp, kDw };
+
+struct Layer {
+  const char* op;
+  int64_t N, C, OC;  // x[N, C] -> out[N, OC]
+  Epilogue epi;
+  bool dgelu = false;  // its input is a GELU output: dinp takes GELU' (the MLP projection)
+};
+
+struct Case {
+  const Layer* layer;
+  Pass pass;
+  bool gelu;   // this pass applies GELU or its gradient
+  bool fused;  // ... asked fused into the GEMM (else the GELU kernel)
+};
+
+const char* pass_name(Pass p) { return p == Pass::kFwd ? "fwd" : p == Pass::kDinp ? "dinp" : "dW"; }
+
+std::string epilogue_name(const Case& c) {
+  if (c.pass == Pass::kDw) return "accumulate";
+  if (c.gelu) return std::string(c.pass == Pass::kFwd ? "bias+GELU" : "GELU'") + (c.fused ? " (fused)" : " (kernel)");
+  if (c.pass == Pass::kDinp) return "none";
+  switch (c.layer->epi) {
+    case Epilogue::kBias: return "bias";
+    case Epilogue::kResidual: return "bias+residual";
+    default: return "none";
+  }
+}
+
+// The GEMM's own m, n, k (row-major: [m, k] x [k, n]).
+std::array<int64_t, 3> mnk(const Layer& l, Pass p) {
+  if (p == Pass::kFwd) return {l.N, l.OC, l.C};
+  if (p == Pass::kDinp) return {l.N, l.C, l.OC};
+  return {l.OC, l.C, l.N};
+}
+
+// Uniform values in [-1, 1): 1M random numbers repeated (the GEMMs' speed
+// does not depend on them; generating hundreds of millions would).
+class Filler {
+ public:
+  Filler(cuda::DeviceAllocator* alloc, int64_t max_elems, cudaStream_t s) : s_(s) {
+    std::vector<float> host(static_cast<size_t>(max_elems));
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const size_t block = std::min<size_t>(host.size(), size_t(1) << 20);
+    for (size_t i = 0; i < block; ++i) host[i] = u(rng);
+    for (size_t i = block; i < host.size(); i += block)
+      std::memcpy(&host[i], host.data(), std::min(block, host.size() - i) * sizeof(float));
+    staging_ = cuda::DeviceBuffer<float>(max_elems, MemCategory::kScratch, alloc);
+    GPT_CUDA_OK(cudaMemcpy(staging_.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  template <typename T>
+  void fill(cuda::DeviceBuffer<T>& b) {
+    cuda::convert(b.data(), staging_.data(), int64_t(b.size()), s_);
+  }
+
+ private:
+  cudaStream_t s_;
+  cuda::DeviceBuffer<float> staging_;
+};
+
+template <typename T>
+nlohmann::json time_case(const Case& c, cuda::Matmul& mm, Filler& fill, cuda::DeviceAllocator* alloc, int iters,
+                         cudaStream_t s) {
+  const Layer& l = *c.layer;
+  const auto A = MemCategory::kActivations;
+  cuda::DeviceBuffer<T> x(l.N * l.C, A, alloc), w(l.OC * l.C, A, alloc), bias(l.OC, A, alloc);
+  cuda::DeviceBuffer<T> out(l.N * l.OC, A, alloc), side(l.N * l.OC, A, alloc);  // side: residual or GELU output
+  cuda::DeviceBuffer<T> dout(l.N * l.OC, A, alloc), dx(l.N * l.C, A, alloc), dw(l.OC * l.C, A, alloc);
+  cuda::DeviceBuffer<T> pre(c.pass == Pass::kDinp && c.gelu ? l.N * l.C : 0, A, alloc);  // GELU's input, for GELU'
+  for (auto* buf : {&x, &w, &bias, &side, &dout, &pre}) fill.fill(*buf);
+  dw.zero(s);
+  const T* b = l.epi == Epilogue::kNone ? nullptr : bias.data();
+  mm.set_fusion(c.fused);
+  const int64_t fused_before = mm.fused_gelu_calls();
+  auto run = [&] {
+    switch (c.pass) {
+      case Pass::kFwd:
+        if (l.epi == Epilogue::kResidual)
+          mm.linear_residual_forward(out.data(), x.data(), w.data(), b, side.data(), l.N, l.C, l.OC, s);
+        else
+          mm.linear_forward(out.data(), x.data(), w.data(), b, l.N, l.C, l.OC, s, c.gelu ? side.data() : nullptr);
+        break;
+      case Pass::kDinp:
+        mm.linear_backward<T>(dx.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), l.N, l.C, l.OC, s,
+                              c.gelu ? pre.data() : nullptr);
+        break;
+      case Pass::kDw:
+        mm.linear_backward<T>(nullptr, dw.data(), nullptr, dout.data(), x.data(), w.data(), l.N, l.C, l.OC, s);
+        break;
+    }
+  };
+  for (int i = 0; i < 3; ++i) run();  // warm-up: plans built, algorithms chosen
+  const bool fused = c.gelu && mm.fused_gelu_calls() > fused_before;
+  cudaEvent_t e0, e1;
+  GPT_CUDA_OK(cudaEventCreate(&e0));
+  GPT_CUDA_OK(cudaEventCreate(&e1));
+  GPT_CUDA_OK(cudaEventRecord(e0, s));
+  for (int i = 0; i < iters; ++i) run();
+  GPT_CUDA_OK(cudaEventRecord(e1, s));
+  GPT_CUDA_OK(cudaEventSynchronize(e1));
+  float total = 0;
+  GPT_CUDA_OK(cudaEventElapsedTime(&total, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  mm.set_fusion(true);
+  const auto [m, n, k] = mnk(l, c.pass);
+  const double ms = total / iters;
+  const double tflops = ms > 0 ? 2.0 * double(m) * double(n) * double(k) / (ms * 1e-3) / 1e12 : 0;
+  nlohmann::json row = {{"op", l.op}, {"pass", pass_name(c.pass)}, {"epilogue", epilogue_name(c)},
+                        {"N", l.N},   {"C", l.C},                   {"OC", l.OC},
+                        {"m", m},     {"n", n},                     {"k", k},
+                        {"bias", c.pass == Pass::kFwd && b != nullptr}, {"ms", ms}, {"tflops", tflops}};
+  row["fused"] = c.gelu ? nlohmann::json(fused) : nlohmann::json(nullptr);
+  std::printf("  %-8s %-5s %-18s %7lld %6lld %6lld %9.3f %9.1f\n", l.op, pass_name(c.pass), epilogue_name(c).c_str(),
+              (long long)m, (long long)n, (long long)k, ms, tflops);
+  return row;
+}
+
+template <typename T>
+nlohmann::json run(const Args& a) {
+  const GPTConfig cfg = preset(a.model);
+  const int64_t N = int64_t(a.batch) * a.seq, C = cfg.n_embd, Vp = cfg.padded_vocab();
+  const int64_t rows = std::min(N, cuda::default_chunk_rows(Vp, sizeof(T)));
+  const Layer layers[] = {{"qkv", N, C, 3 * C, Epilogue::kBias},
+                          {"attproj", N, C, C, Epilogue::kResidual},
+                          {"fc", N, C, 4 * C, Epilogue::kGelu},
+                          {"fcproj", N, 4 * C, C, Epilogue::kResidual, true},
+                          {"lm_head", rows, C, Vp, Epilogue::kNone}};
+  std::vector<Case> cases;
+  for (const Layer& l : layers) {
+    for (Pass p : {Pass::kFwd, Pass::kDinp, Pass::kDw}) {
+      const bool gelu = (p == Pass::kFwd && l.epi == Epilogue::kGelu) || (p == Pass::kDinp && l.dgelu);
+      cases.push_back({&l, p, gelu, true});
+      if (gelu) cases.push_back({&l, p, gelu, false});
+    }
+  }
+  int64_t max_elems = 0;
+  for (const Layer& l : layers) max_elems = std::max({max_elems, l.N * l.C, l.OC * l.C, l.N * l.OC});
+
+  const cuda::Stream owner;  // first: destroyed after everything that uses it
+  const cudaStream_t stream = owner.get();
+  MemoryTracker tracker;
+  cuda::DeviceAllocator alloc(&tracker);
+  cuda::Matmul mm(&alloc);
+  Filler fill(&alloc, max_elems, stream);
+  const std::string dev = cuda::device_name(0);
+  std::printf("# GEMMs of %s, %s, B=%d T=%d (N=%lld, LM head chunk %lld rows) on %s\n", a.model.c_str(),
+              a.precision.c_str(), a.batch, a.seq, (long long)N, (long long)rows, dev.c_str());
+  std::printf("# %-8s %-5s %-18s %7s %6s %6s %9s %9s\n", "op", "pass", "epilogue", "m", "n", "k", "ms", "TFLOP/s");
+  nlohmann::json out = nlohmann::json::array();
+  for (const Case& c : cases) out.push_back(time_case<T>(c, mm, fill, &alloc, a.iters, stream));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"The matrix products of a training step through cuBLASLt, one by one"};
+  app.add_option("--model", a.model, "model preset");
+  app.add_option("--batch", a.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
+  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--iters", a.iters, "timed calls of each product")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "error: no CUDA device on this machine\n");
+      return 2;
+    }
+    const nlohmann::json results = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
+    const nlohmann::json j = {{"bench", "gemm"},  {"device", cuda::device_name(0)}, {"model", a.model},
+                              {"precision", a.precision}, {"batch", a.batch}, {"seq", a.seq},
+                              {"iters", a.iters}, {"results", results}};
+    std::printf("%s\n", j.dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

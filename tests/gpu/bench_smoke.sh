@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU benchmark, end to end, without a GPU (ctest emulated.bench_gpu):
+# bench/gpu_vs_torch.sh with bench_gpu_train, bench_gpu_attention and
+# bench_gpu_gemm built against the emulated backend, at a tiny shape and a
+# few iterations. The PyTorch scripts need a GPU, so here their rows fail
+# and are left out, as the script allows; they are parsed, so a syntax error
+# in them fails this test. Where some python3 here has PyTorch, the scripts
+# run through torch_cpu_shim.py, which is enough for torch_gpu_gemm.py: its
+# rows must then be joined to ours. Then the results JSON must hold what a GPU run's
+# would: our row with its four phases, every GEMM of the step (the GELU ones
+# both fused and through the kernel, each on the path it asked for), and the
+# three attention kernels, all with positive times. The timings themselves
+# mean nothing here.
+#   bench_smoke.sh SOURCE_DIR EMULATED_BENCH_DIR  (the programs are in EMULATED_BENCH_DIR/bench/)
+set -euo pipefail
+src="$1"; build="$2"
+out="$build/results"
+rm -rf "$out"
+mkdir -p "$out"
+for f in "$src"/bench/torch_gpu_*.py; do
+  python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' "$f"
+done
+py=python3
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import torch' 2> /dev/null; then
+    printf '#!/bin/sh\nexec %s %s "$@"\n' "$candidate" "$src/tests/gpu/torch_cpu_shim.py" > "$out/torch-on-cpu"
+    chmod +x "$out/torch-on-cpu"
+    py="$out/torch-on-cpu"
+    break
+  fi
+done
+echo "PyTorch scripts run with: $py"
+RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
+  { echo "FAILED: gpu_vs_torch.sh"; cat "$out/log.txt"; exit 1; }
+cat "$out/log.txt"
+python3 - "$out" "$py" <<'PY'
+import glob, json, sys
+files = glob.glob(f"{sys.argv[1]}/gpu-*.json")
+assert len(files) == 1, f"expected one results file, got {files}"
+r = json.load(open(files[0]))
+for key in ("device", "date", "git_revision", "config", "rows", "attention", "gemm"):
+    assert key in r, f"results lack {key!r}"
+ours = r["rows"][0]
+assert ours["impl"] == "ours" and ours["model"] == "tiny" and ours["tokens_per_s"] > 0, ours
+phases = ours["phases"]
+assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
+assert all(p["ms"] > 0 for p in phases), phases
+# The phases lie inside the timed steps (the step adds the loss read-back).
+assert sum(p["ms"] for p in phases) <= ours["step_ms"] * 1.001, (phases, ours["step_ms"])
+gemm = r["gemm"]["results"]
+names = [(g["op"], g["pass"], g["epilogue"]) for g in gemm]
+assert len(gemm) == 17, names  # 5 products x 3 passes + the GELU ones once more through the kernel
+for op in ("qkv", "attproj", "fc", "fcproj", "lm_head"):
+    for ps in ("fwd", "dinp", "dW"):
+        assert any(g["op"] == op and g["pass"] == ps for g in gemm), (op, ps)
+for g in gemm:
+    assert g["ms"] > 0 and g["tflops"] > 0, g
+    assert 2 * g["m"] * g["n"] * g["k"] == 2 * g["N"] * g["C"] * g["OC"], g
+    if g["fused"] is not None:  # the emulated cuBLASLt has every fused algorithm
+        assert g["fused"] == g["epilogue"].endswith("(fused)"), g
+assert [g["epilogue"] for g in gemm if g["fused"] is not None] == \
+    ["bias+GELU (fused)", "bias+GELU (kernel)", "GELU' (fused)", "GELU' (kernel)"], names
+if sys.argv[2].endswith("torch-on-cpu"):  # PyTorch's GEMM rows, one per (op, pass), on the CPU
+    theirs = r["gemm_torch"]["results"]
+    assert [(t["op"], t["pass"]) for t in theirs] == \
+        list(dict.fromkeys((g["op"], g["pass"]) for g in gemm)), theirs
+    assert all(t["ms"] > 0 for t in theirs), theirs
+else:
+    assert r["gemm_torch"] is None, r["gemm_torch"]
+att = r["attention"]["results"]
+assert [a["kernel"] for a in att] == ["tensor_core_bf16", "simt_bf16", "simt_fp32"], att
+assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att
+print(f"OK: {files[0]}: {len(phases)} phases, {len(gemm)} GEMMs, {len(att)} attention kernels")
+PY
