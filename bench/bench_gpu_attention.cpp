@@ -8,14 +8,13 @@
 // the recomputation inside the backward kernels is not counted as useful).
 //
 //   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "gpu_bench.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
 #include "core/cuda/stream.hpp"
@@ -28,9 +27,8 @@ namespace {
 
 using namespace gpt;
 
-struct Args {
-  std::string model = "gpt2-124m";
-  int batch = 16, seq = 1024, iters = 20, embd = 0, heads = 0;  // embd, heads: from the model
+struct Args : bench::Shape {
+  int iters = 20, embd = 0, heads = 0;  // embd, heads: from the model
 };
 
 struct Timing {
@@ -78,68 +76,56 @@ Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, const float* hos
   return {fwd / a.iters, bwd / a.iters};
 }
 
+nlohmann::json run(Args& a) {
+  const GPTConfig cfg = preset(a.model);
+  a.embd = int(cfg.n_embd);
+  a.heads = int(cfg.n_head);
+  if (a.embd % a.heads != 0 || !cuda::attention_supported(a.embd / a.heads))
+    throw std::runtime_error("--model " + a.model + ": head size " + std::to_string(a.embd) + " / " +
+                             std::to_string(a.heads) + " is not supported on cuda (32 or 64)");
+  const int64_t n_qkv = int64_t(a.batch) * a.seq * 3 * a.embd, n_out = int64_t(a.batch) * a.seq * a.embd;
+  std::vector<float> qkv(static_cast<size_t>(n_qkv)), dy(static_cast<size_t>(n_out));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& x : qkv) x = nd(rng);
+  for (auto& x : dy) x = nd(rng);
+  const cuda::Stream owner;  // first: destroyed after everything that uses it
+  const cudaStream_t stream = owner.get();
+  MemoryTracker tracker;
+  cuda::DeviceAllocator alloc(&tracker);
+  const double fwd_flops = 2.0 * a.batch * double(a.seq) * a.seq * a.embd;
+  const std::string dev = cuda::device_name(0);
+  nlohmann::json rows = nlohmann::json::array();
+  struct Case {
+    const char* name;
+    bool bf16;
+    cuda::AttentionKernel kernel;
+  };
+  const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore},
+                        {"simt_bf16", true, cuda::AttentionKernel::kSimt},
+                        {"simt_fp32", false, cuda::AttentionKernel::kSimt}};
+  std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,
+              dev.c_str());
+  std::printf("# %-18s %10s %10s %10s %10s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
+  for (const Case& c : cases) {
+    const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream)
+                            : time_kernel<float>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream);
+    const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
+    std::printf("  %-18s %10.3f %10.3f %10.1f %10.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf);
+    rows.push_back({{"kernel", c.name}, {"fwd_ms", t.fwd_ms}, {"bwd_ms", t.bwd_ms}, {"fwd_tflops", ftf},
+                    {"bwd_tflops", btf}});
+  }
+  return {{"bench", "attention"}, {"device", dev},      {"model", a.model}, {"batch", a.batch}, {"seq", a.seq},
+          {"embd", a.embd},       {"heads", a.heads},   {"iters", a.iters}, {"results", rows}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Causal attention kernels of the CUDA backend, side by side"};
-  app.add_option("--batch", a.batch, "sequences")->check(CLI::PositiveNumber);
-  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
-  app.add_option("--model", a.model, "model preset (its width and heads)");
+  bench::add_shape_options(app, a, false);
   app.add_option("--iters", a.iters, "timed iterations")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  try {
-    const GPTConfig cfg = preset(a.model);
-    a.embd = int(cfg.n_embd);
-    a.heads = int(cfg.n_head);
-    if (cuda::device_count() == 0) {
-      std::fprintf(stderr, "error: no CUDA device on this machine\n");
-      return 2;
-    }
-    if (a.embd % a.heads != 0 || !cuda::attention_supported(a.embd / a.heads)) {
-      std::fprintf(stderr, "error: --model %s: head size %d / %d is not supported on cuda (32 or 64)\n",
-                   a.model.c_str(), a.embd, a.heads);
-      return 2;
-    }
-    const int64_t n_qkv = int64_t(a.batch) * a.seq * 3 * a.embd, n_out = int64_t(a.batch) * a.seq * a.embd;
-    std::vector<float> qkv(static_cast<size_t>(n_qkv)), dy(static_cast<size_t>(n_out));
-    std::mt19937 rng(11);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (auto& x : qkv) x = nd(rng);
-    for (auto& x : dy) x = nd(rng);
-    const cuda::Stream owner;  // first: destroyed after everything that uses it
-    const cudaStream_t stream = owner.get();
-    MemoryTracker tracker;
-    cuda::DeviceAllocator alloc(&tracker);
-    const double fwd_flops = 2.0 * a.batch * double(a.seq) * a.seq * a.embd;
-    const std::string dev = cuda::device_name(0);
-    nlohmann::json rows = nlohmann::json::array();
-    struct Case {
-      const char* name;
-      bool bf16;
-      cuda::AttentionKernel kernel;
-    };
-    const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore},
-                          {"simt_bf16", true, cuda::AttentionKernel::kSimt},
-                          {"simt_fp32", false, cuda::AttentionKernel::kSimt}};
-    std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,
-                dev.c_str());
-    std::printf("# %-18s %10s %10s %10s %10s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
-    for (const Case& c : cases) {
-      const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream)
-                              : time_kernel<float>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream);
-      const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
-      std::printf("  %-18s %10.3f %10.3f %10.1f %10.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf);
-      rows.push_back({{"kernel", c.name}, {"fwd_ms", t.fwd_ms}, {"bwd_ms", t.bwd_ms}, {"fwd_tflops", ftf},
-                      {"bwd_tflops", btf}});
-    }
-    const nlohmann::json j = {{"bench", "attention"}, {"device", dev}, {"model", a.model},      {"batch", a.batch},
-                              {"seq", a.seq},         {"embd", a.embd},     {"heads", a.heads},
-                              {"iters", a.iters},     {"results", rows}};
-    std::printf("%s\n", j.dump().c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_on_gpu([&] { return run(a); });
 }

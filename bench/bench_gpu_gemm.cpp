@@ -17,9 +17,6 @@
 //
 //   bench_gpu_gemm [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                  [--precision bf16|fp32] [--iters 20]
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
 #include "core/cuda/stream.hpp"
@@ -40,9 +38,8 @@ namespace {
 
 using namespace gpt;
 
-struct Args {
-  std::string model = "gpt2-124m", precision = "bf16";
-  int batch = 16, seq = 1024, iters = 20;
+struct Args : bench::Shape {
+  int iters = 20;
 };
 
 enum class Epilogue { kBias, kResidual, kGelu, kNone };
@@ -206,25 +203,13 @@ nlohmann::json run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   CLI::App app{"The matrix products of a training step through cuBLASLt, one by one"};
-  app.add_option("--model", a.model, "model preset");
-  app.add_option("--batch", a.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
-  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
-  app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+  bench::add_shape_options(app, a, true);
   app.add_option("--iters", a.iters, "timed calls of each product")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  try {
-    if (cuda::device_count() == 0) {
-      std::fprintf(stderr, "error: no CUDA device on this machine\n");
-      return 2;
-    }
+  return bench::run_on_gpu([&] {
     const nlohmann::json results = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
-    const nlohmann::json j = {{"bench", "gemm"},  {"device", cuda::device_name(0)}, {"model", a.model},
-                              {"precision", a.precision}, {"batch", a.batch}, {"seq", a.seq},
-                              {"iters", a.iters}, {"results", results}};
-    std::printf("%s\n", j.dump().c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return nlohmann::json{{"bench", "gemm"},         {"device", cuda::device_name(0)}, {"model", a.model},
+                          {"precision", a.precision}, {"batch", a.batch},               {"seq", a.seq},
+                          {"iters", a.iters},         {"results", results}};
+  });
 }

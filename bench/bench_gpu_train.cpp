@@ -10,14 +10,12 @@
 //
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "gpu_bench.hpp"
 #include "core/bytes.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
@@ -43,9 +41,8 @@ constexpr const char* kPhaseNames[kPhases] = {
     "optimizer",  // global norm (one host sync), clipping, AdamW
 };
 
-struct Args {
-  std::string model = "gpt2-124m", precision = "bf16";
-  int batch = 16, seq = 1024, steps = 20, warmup = 5;
+struct Args : bench::Shape {
+  int steps = 20, warmup = 5;
   bool recompute = false;
 };
 
@@ -169,24 +166,10 @@ nlohmann::json run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Single-GPU training throughput of the CUDA backend"};
-  app.add_option("--model", a.model, "model preset");
-  app.add_option("--batch", a.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
-  app.add_option("--seq", a.seq, "sequence length")->check(CLI::PositiveNumber);
-  app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+  bench::add_shape_options(app, a, true);
   app.add_option("--steps", a.steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", a.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_flag("--recompute", a.recompute, "activation checkpointing");
   CLI11_PARSE(app, argc, argv);
-  try {
-    if (cuda::device_count() == 0) {
-      std::fprintf(stderr, "error: no CUDA device on this machine\n");
-      return 2;
-    }
-    const auto j = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
-    std::printf("%s\n", j.dump().c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -1,0 +1,47 @@
+// What the single-GPU benchmarks (bench_gpu_*) share: the shape options
+// each takes, and main's frame: without a GPU one line and exit 2, a failure
+// "error: ..." and exit 1, else the benchmark's JSON line on stdout after
+// its table (bench/gpu_vs_torch.sh takes the line starting with '{').
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "core/cuda/device_query.hpp"
+
+namespace gpt::bench {
+
+struct Shape {
+  std::string model = "gpt2-124m", precision = "bf16";
+  int batch = 16, seq = 1024;
+};
+
+// --model, --batch, --seq; and --precision where the benchmark has a choice.
+inline void add_shape_options(CLI::App& app, Shape& s, bool with_precision) {
+  app.add_option("--model", s.model, "model preset");
+  app.add_option("--batch", s.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
+  app.add_option("--seq", s.seq, "sequence length")->check(CLI::PositiveNumber);
+  if (with_precision) app.add_option("--precision", s.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+}
+
+// Runs `bench` on the first GPU and prints the JSON it returns.
+inline int run_on_gpu(const std::function<nlohmann::json()>& bench) {
+  try {
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "error: no CUDA device on this machine\n");
+      return 2;
+    }
+    std::printf("%s\n", bench().dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gpt::bench
