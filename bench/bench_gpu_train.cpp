@@ -129,6 +129,7 @@ nlohmann::json run(const Args& a) {
   nlohmann::json j = {{"impl", "ours"}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
+                      {"flops_per_token", train_flops_per_token(cfg, a.seq)},
                       {"mem_peak_bytes", tracker.peak()}, {"mem_reserved_bytes", alloc.reserved()},
                       {"mem_params_bytes", tracker.bytes(MemCategory::kParams)},
                       {"mem_grads_bytes", tracker.bytes(MemCategory::kGrads)},
@@ -151,7 +152,11 @@ nlohmann::json run(const Args& a) {
     const double phase = phase_ms[i] / a.steps;
     const double tflops = phase > 0 ? phase_flops_tok[i] * tokens_per_step / (phase * 1e-3) / 1e12 : 0;
     const double share = step_s > 0 ? phase / (step_s * 1e3) : 0;
-    phases.push_back({{"phase", kPhaseNames[i]}, {"ms", phase}, {"share", share}, {"tflops", tflops}});
+    phases.push_back({{"phase", kPhaseNames[i]},
+                      {"ms", phase},
+                      {"share", share},
+                      {"flops", phase_flops_tok[i] * tokens_per_step},
+                      {"tflops", tflops}});
     std::printf("    %-10s %9.3f %6.1f%% %9.1f\n", kPhaseNames[i], phase, 100 * share, tflops);
   }
   j["phases"] = phases;

@@ -47,6 +47,12 @@ assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimize
 assert all(p["ms"] > 0 for p in phases), phases
 # The phases lie inside the timed steps (the step adds the loss read-back).
 assert sum(p["ms"] for p in phases) <= ours["step_ms"] * 1.001, (phases, ours["step_ms"])
+# Their model FLOPs add up to the step's, and that is PaLM's count for tiny
+# (L=4, C=128, V=256) at T=64: 6 * (12 L C^2 + V C) + 12 L C T per token.
+L, C, V, T, tokens = 4, 128, 256, 64, 2 * 64
+assert ours["flops_per_token"] == 6 * (12 * L * C * C + V * C) + 12 * L * C * T, ours["flops_per_token"]
+assert abs(sum(p["flops"] for p in phases) / (ours["flops_per_token"] * tokens) - 1) < 1e-12, phases
+assert phases[3]["flops"] == 0 and phases[2]["flops"] == 2 * phases[0]["flops"], phases
 gemm = r["gemm"]["results"]
 names = [(g["op"], g["pass"], g["epilogue"]) for g in gemm]
 assert len(gemm) == 17, names  # 5 products x 3 passes + the GELU ones once more through the kernel
