@@ -19,7 +19,6 @@
 //                  [--precision bf16|fp32] [--iters 20]
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,29 +78,28 @@ std::array<int64_t, 3> mnk(const Layer& l, Pass p) {
   return {l.OC, l.C, l.N};
 }
 
-// Uniform values in [-1, 1): 1M random numbers repeated (the GEMMs' speed
-// does not depend on them; generating hundreds of millions would).
+// Uniform values in [-1, 1): 1M random numbers on the device, converted
+// into each buffer block by block (the GEMMs' speed does not depend on the
+// values; generating or staging hundreds of millions would).
 class Filler {
  public:
-  Filler(cuda::DeviceAllocator* alloc, int64_t max_elems, cudaStream_t s) : s_(s) {
-    std::vector<float> host(static_cast<size_t>(max_elems));
+  Filler(cuda::DeviceAllocator* alloc, cudaStream_t s) : s_(s) {
+    std::vector<float> host(size_t(1) << 20);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    const size_t block = std::min<size_t>(host.size(), size_t(1) << 20);
-    for (size_t i = 0; i < block; ++i) host[i] = u(rng);
-    for (size_t i = block; i < host.size(); i += block)
-      std::memcpy(&host[i], host.data(), std::min(block, host.size() - i) * sizeof(float));
-    staging_ = cuda::DeviceBuffer<float>(max_elems, MemCategory::kScratch, alloc);
-    GPT_CUDA_OK(cudaMemcpy(staging_.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    for (float& v : host) v = u(rng);
+    block_ = cuda::DeviceBuffer<float>(host.size(), MemCategory::kScratch, alloc);
+    GPT_CUDA_OK(cudaMemcpy(block_.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
   template <typename T>
   void fill(cuda::DeviceBuffer<T>& b) {
-    cuda::convert(b.data(), staging_.data(), int64_t(b.size()), s_);
+    const int64_t n = int64_t(b.size()), block = int64_t(block_.size());
+    for (int64_t i = 0; i < n; i += block) cuda::convert(b.data() + i, block_.data(), std::min(block, n - i), s_);
   }
 
  private:
   cudaStream_t s_;
-  cuda::DeviceBuffer<float> staging_;
+  cuda::DeviceBuffer<float> block_;
 };
 
 template <typename T>
@@ -180,15 +178,13 @@ nlohmann::json run(const Args& a) {
       if (gelu) cases.push_back({&l, p, gelu, false});
     }
   }
-  int64_t max_elems = 0;
-  for (const Layer& l : layers) max_elems = std::max({max_elems, l.N * l.C, l.OC * l.C, l.N * l.OC});
 
   const cuda::Stream owner;  // first: destroyed after everything that uses it
   const cudaStream_t stream = owner.get();
   MemoryTracker tracker;
   cuda::DeviceAllocator alloc(&tracker);
   cuda::Matmul mm(&alloc);
-  Filler fill(&alloc, max_elems, stream);
+  Filler fill(&alloc, stream);
   const std::string dev = cuda::device_name(0);
   std::printf("# GEMMs of %s, %s, B=%d T=%d (N=%lld, LM head chunk %lld rows) on %s\n", a.model.c_str(),
               a.precision.c_str(), a.batch, a.seq, (long long)N, (long long)rows, dev.c_str());
