@@ -139,12 +139,9 @@ nlohmann::json run(const Args& a) {
   std::printf("# %-12s %-5s B=%-3d T=%-5d %10.0f tok/s  %7.2f ms/step  MFU %5.1f%%  peak %s  (%s)\n",
               a.model.c_str(), a.precision.c_str(), a.batch, a.seq, tok_s, step_s * 1e3, 100 * mfu,
               format_bytes(double(tracker.peak())).c_str(), dev.c_str());
-  // Model FLOPs of each phase per token (their sum is train_flops_per_token):
-  // forward = 2 x the blocks' matmul weights + the attention products
-  // forward (4*L*C*T); the head = 6 x V*C (forward and backward); backward =
-  // twice the forward.
-  const double C = cfg.n_embd, fwd_tok = 24.0 * L * C * C + 4.0 * L * C * a.seq;
-  const std::array<double, kPhases> phase_flops_tok{fwd_tok, 6.0 * cfg.vocab_size * C, 2 * fwd_tok, 0.0};
+  // Model FLOPs of each phase per token (model/flops.hpp; the optimizer has none).
+  const StepFlops f = step_flops_per_token(cfg, a.seq);
+  const std::array<double, kPhases> phase_flops_tok{f.blocks_forward, f.head, f.blocks_backward, 0.0};
   const double tokens_per_step = double(a.batch) * a.seq;
   nlohmann::json phases = nlohmann::json::array();
   std::printf("#   %-10s %9s %7s %9s\n", "phase", "ms/step", "share", "TFLOP/s");

@@ -7,8 +7,15 @@ int64_t matmul_params(const GPTConfig& c) {
   return int64_t(c.n_layer) * 12 * C * C + int64_t(c.vocab_size) * C;
 }
 
+StepFlops step_flops_per_token(const GPTConfig& c, int seq_len) {
+  const double head_weights = double(c.vocab_size) * c.n_embd;
+  const double forward = 2.0 * (double(matmul_params(c)) - head_weights) + 4.0 * c.n_layer * double(c.n_embd) * seq_len;
+  return {forward, 6.0 * head_weights, 2.0 * forward};
+}
+
 double train_flops_per_token(const GPTConfig& c, int seq_len) {
-  return 6.0 * double(matmul_params(c)) + 12.0 * c.n_layer * double(c.n_embd) * seq_len;
+  const StepFlops f = step_flops_per_token(c, seq_len);
+  return f.blocks_forward + f.head + f.blocks_backward;
 }
 
 }  // namespace gpt

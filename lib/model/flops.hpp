@@ -21,6 +21,15 @@ namespace gpt {
 int64_t matmul_params(const GPTConfig& c);
 double train_flops_per_token(const GPTConfig& c, int seq_len);
 
+// The same count split by the part of the step that spends it (their sum is
+// train_flops_per_token): the blocks forward (2 x the blocks' matmul weights
+// + the attention products forward, 4*L*C*T), the tied LM head forward and
+// backward (6 x V*C), and the blocks backward (twice their forward).
+struct StepFlops {
+  double blocks_forward, head, blocks_backward;
+};
+StepFlops step_flops_per_token(const GPTConfig& c, int seq_len);
+
 }  // namespace gpt
 
 namespace gpt {

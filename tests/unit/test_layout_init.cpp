@@ -120,6 +120,11 @@ TEST(Flops, PalmFormulaForGpt2Small) {
   // 12 * 12 * 768^2 + 50257 * 768 = 123,532,032 matmul weights.
   EXPECT_EQ(matmul_params(c), 123532032);
   EXPECT_DOUBLE_EQ(train_flops_per_token(c, 1024), 6.0 * 123532032 + 12.0 * 12 * 768 * 1024);
+  // Split as bench_gpu_train's phases report it.
+  const StepFlops f = step_flops_per_token(c, 1024);
+  EXPECT_DOUBLE_EQ(f.blocks_forward, 2.0 * 12 * 12 * 768 * 768 + 4.0 * 12 * 768 * 1024);
+  EXPECT_DOUBLE_EQ(f.head, 6.0 * 50257 * 768);
+  EXPECT_DOUBLE_EQ(f.blocks_backward, 2 * f.blocks_forward);
 }
 
 }  // namespace
