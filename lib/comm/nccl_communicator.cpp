@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <mutex>
+#include <vector>
+
 #include "comm/mpi_check.hpp"
 
 namespace gpt {
@@ -35,14 +38,55 @@ namespace {
 ncclDataType_t nccl_type(DType t) { return t == DType::kF32 ? ncclFloat32 : ncclBfloat16; }
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclAvg; }
 
+}  // namespace
+
+// Timing events, created when the pool is empty and destroyed with it. An
+// event handed out again may be re-recorded while an earlier
+// cudaStreamWaitEvent on it is still pending: that wait keeps the record it
+// was issued after, as CUDA specifies.
+class NcclCommunicator::EventPool {
+ public:
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  cudaEvent_t take() {
+    {
+      std::lock_guard lk(mu_);
+      if (!free_.empty()) {
+        const cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    GPT_CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
+  void give(cudaEvent_t e) {
+    std::lock_guard lk(mu_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+};
+
+namespace {
+
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t start, cudaEvent_t end, cudaStream_t compute, ncclComm_t comm, CommStats* stats)
-      : start_(start), end_(end), compute_(compute), comm_(comm), stats_(stats) {}
+  using EventPool = NcclCommunicator::EventPool;
+  NcclWork(std::shared_ptr<EventPool> pool, cudaEvent_t start, cudaEvent_t end, cudaStream_t compute,
+           ncclComm_t comm, CommStats* stats)
+      : pool_(std::move(pool)), start_(start), end_(end), compute_(compute), comm_(comm), stats_(stats) {}
   ~NcclWork() override {
     account();
-    cudaEventDestroy(start_);
-    cudaEventDestroy(end_);
+    pool_->give(start_);
+    pool_->give(end_);
   }
   bool is_completed() override {
     check_async();
@@ -69,6 +113,7 @@ class NcclWork final : public Work {
     if (cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess) stats_->add_time(ms / 1e3);
     accounted_ = true;
   }
+  std::shared_ptr<EventPool> pool_;
   cudaEvent_t start_, end_;
   cudaStream_t compute_;
   ncclComm_t comm_;
@@ -88,29 +133,28 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : device_(device)
   GPT_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
   GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPT_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
+  GPT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  events_ = std::make_shared<EventPool>();
 }
 
 NcclCommunicator::~NcclCommunicator() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (barrier_buf_) cudaFree(barrier_buf_);
+  if (ready_) cudaEventDestroy(ready_);
   if (comm_) ncclCommDestroy(comm_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 WorkPtr NcclCommunicator::launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));
-  cudaEvent_t ready, start, end;
-  GPT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  GPT_CUDA_CHECK(cudaEventRecord(ready, compute_));
-  GPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
-  GPT_CUDA_CHECK(cudaEventDestroy(ready));  // safe: destruction is deferred until the event completes
-  GPT_CUDA_CHECK(cudaEventCreate(&start));
-  GPT_CUDA_CHECK(cudaEventCreate(&end));
+  GPT_CUDA_CHECK(cudaEventRecord(ready_, compute_));
+  GPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+  const cudaEvent_t start = events_->take(), end = events_->take();
   GPT_CUDA_CHECK(cudaEventRecord(start, stream_));
   GPT_NCCL_CHECK(issue(stream_));
   GPT_CUDA_CHECK(cudaEventRecord(end, stream_));
   stats_.add_issue(bytes);
-  return std::make_shared<NcclWork>(start, end, compute_, comm_, &stats_);
+  return std::make_shared<NcclWork>(events_, start, end, compute_, comm_, &stats_);
 }
 
 WorkPtr NcclCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {

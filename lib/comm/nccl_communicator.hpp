@@ -7,6 +7,11 @@
 // the comm stream. Work::wait() makes the *compute stream* wait on that
 // event: the host never blocks. is_completed() queries the event.
 //
+// Events: a collective's events come from a pool and go back to it when
+// its Work is destroyed, and one event marks the compute stream for every
+// collective, so a training step creates and destroys no CUDA events (the
+// hot-loop audit, tests/gpu/hot_loop.sh, holds it to that).
+//
 // Time: each collective's duration on the comm stream is read from its
 // start/end events once they have completed and added to stats().time_s.
 // exposed_s stays 0 here: the host is not blocked, and the compute stream's
@@ -21,6 +26,7 @@
 #include <nccl.h>
 
 #include <functional>
+#include <memory>
 
 #include "comm/communicator.hpp"
 
@@ -46,6 +52,8 @@ class NcclCommunicator final : public Communicator {
   WorkPtr broadcast_async(void* buf, size_t count, DType t, int root) override;
   WorkPtr barrier_async() override;
 
+  class EventPool;  // the collectives' timing events (nccl_communicator.cpp)
+
  private:
   // The one place that orders streams, issues a collective and builds its Work.
   WorkPtr launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes);
@@ -55,6 +63,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaStream_t compute_ = nullptr;
   float* barrier_buf_ = nullptr;  // one device float for barrier_async()
+  cudaEvent_t ready_ = nullptr;     // recorded on the compute stream before each collective
+  std::shared_ptr<EventPool> events_;  // shared with the Works, which may outlive this
 };
 
 }  // namespace gpt

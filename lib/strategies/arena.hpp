@@ -29,10 +29,14 @@ class Arena {
   // acc[i] += src[i] (in fp32).
   virtual void accumulate(void* acc, DType at, const void* src, DType st, int64_t n) = 0;
   // Sum of squares of every range added since begin_norm(), in double, in a
-  // fixed order (deterministic). end_norm() waits for the device.
+  // fixed order (deterministic). end_norm() waits for the device;
+  // end_norm_to() does not: it writes the sum rounded to fp32 into `out`
+  // (arena memory), for a collective to add the shard group's sums before
+  // one wait reads the total.
   virtual void begin_norm() = 0;
   virtual void add_squares(const void* x, DType t, int64_t n) = 0;
   virtual double end_norm() = 0;
+  virtual void end_norm_to(float* out) = 0;
   // AdamW over elements [begin, end) of `unit` (pointers at `begin`): fp32
   // master, m, v; gradient g of type gt; `param` (type pt) receives the new
   // value when the compute copy is not the master itself (else nullptr).

@@ -218,17 +218,16 @@ class DataParallel final : public Strategy {
       auto [g, t] = reduced_grad(u);
       A_->add_squares(g, t, u.sh.valid());
     }
-    double local = A_->end_norm();
-    if (shard_) {  // each element is owned by exactly one rank of the shard group; replicas are not added
-      // Through the arena: a GPU communicator reduces device memory.
-      if (!norm_buf_.size()) norm_buf_ = Block(A_, 1, DType::kF32, MemCategory::kScratch);
-      float x = static_cast<float>(local);
-      A_->upload(norm_buf_.data(), DType::kF32, &x, 1);
-      shard_->all_reduce(norm_buf_.data(), norm_buf_.data(), 1, DType::kF32, ReduceOp::kSum);
-      A_->download(&x, norm_buf_.data(), DType::kF32, 1);
-      local = x;
-    }
-    return std::sqrt(local);
+    if (!shard_) return std::sqrt(A_->end_norm());
+    // Each element is owned by exactly one rank of the shard group; replicas
+    // are not added. The local sums are added where they are (a GPU
+    // communicator reduces device memory), then read once: one host wait.
+    if (!norm_buf_.size()) norm_buf_ = Block(A_, 1, DType::kF32, MemCategory::kScratch);
+    A_->end_norm_to(norm_buf_.f32());
+    shard_->all_reduce(norm_buf_.data(), norm_buf_.data(), 1, DType::kF32, ReduceOp::kSum);
+    float x = 0;
+    A_->download(&x, norm_buf_.data(), DType::kF32, 1);
+    return std::sqrt(double(x));
   }
 
   void step(const AdamWHyper& h, const AdamWStep& s) override {

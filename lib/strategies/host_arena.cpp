@@ -42,6 +42,7 @@ class HostArena final : public Arena {
     norm_ += sum_squares(static_cast<const float*>(x), n);
   }
   double end_norm() override { return norm_; }
+  void end_norm_to(float* out) override { *out = static_cast<float>(norm_); }
   void adamw(const UnitSpec& unit, int64_t begin, int64_t end, float* master, void* param, DType pt, const void* g,
              DType gt, float* m, float* v, const AdamWHyper& h, const AdamWStep& s) override {
     check(pt, gt);

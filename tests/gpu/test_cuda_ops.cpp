@@ -3,11 +3,15 @@
 // no NaN/Inf, nothing written outside the outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <random>
 #include <type_traits>
 #include <vector>
 
 #include "core/cuda/device_memory.hpp"
+#include "core/error.hpp"
 #include "gpu_test_util.hpp"
 #include "model/adamw.hpp"
 #include "model/cpu/attention.hpp"
@@ -348,6 +352,11 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   double got = 0;
   GPT_CUDA_OK(cudaMemcpy(&got, acc.data(), sizeof got, cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, want, 1e-9 * want);
+  // Rounded to fp32 on the device, for the shard group's all-reduce.
+  Dev<float> narrowed(1);
+  convert(narrowed.data(), acc.data(), 1, nullptr);
+  EXPECT_EQ(narrowed.download()[0], static_cast<float>(got));
+  narrowed.check_guards();
 }
 
 // The casts and the fp32 accumulation the strategies use, through their
@@ -396,6 +405,43 @@ TEST(TokenGroups, GroupsRowsByTokenInRowOrder) {
   g.build(tok.data(), 2);  // rebuilt smaller: no stale tail
   EXPECT_EQ(g.num_groups, 2);
   EXPECT_EQ(g.packed.size(), size_t(2 + 3 + 2));
+}
+
+// The counting sort against the definition (a stable sort of the rows by
+// token), at a micro-batch of GPT-2 tokens drawn to repeat (Zipf-like, as
+// text does), then rebuilt from fewer rows with smaller ids.
+TEST(TokenGroups, EqualsAStableSortByToken) {
+  auto reference = [](const std::vector<int32_t>& tok) {
+    const int32_t n = int32_t(tok.size());
+    std::vector<int32_t> order(tok.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return tok[a] < tok[b]; });
+    std::vector<int32_t> starts, ids;
+    for (int32_t k = 0; k < n; ++k) {
+      if (k == 0 || tok[order[k]] != tok[order[k - 1]]) {
+        starts.push_back(k);
+        ids.push_back(tok[order[k]]);
+      }
+    }
+    starts.push_back(n);
+    std::vector<int32_t> packed = order;
+    packed.insert(packed.end(), starts.begin(), starts.end());
+    packed.insert(packed.end(), ids.begin(), ids.end());
+    return std::make_pair(packed, int32_t(ids.size()));
+  };
+  std::mt19937 rng(7);
+  TokenGroups g;
+  for (const auto& [n, vocab] : {std::pair{4096, 50257}, std::pair{300, 40}}) {
+    std::vector<int32_t> tok(static_cast<size_t>(n));
+    for (int32_t& t : tok) t = int32_t(double(vocab) * std::pow(std::uniform_real_distribution<double>(0, 1)(rng), 3));
+    g.build(tok.data(), n);
+    const auto [packed, groups] = reference(tok);
+    EXPECT_EQ(g.num_groups, groups) << n << " rows";
+    EXPECT_EQ(g.packed, packed) << n << " rows";
+    EXPECT_EQ(g.rows, n);
+  }
+  const int32_t bad[] = {3, -1, 2};
+  EXPECT_THROW(g.build(bad, 3), gpt::Error);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ class EmuArena final : public Arena {
     for (int64_t i = 0; i < n; ++i) norm_ += double(get(x, t, i)) * get(x, t, i);
   }
   double end_norm() override { return norm_; }
+  void end_norm_to(float* out) override { *out = static_cast<float>(norm_); }
   void adamw(const UnitSpec& unit, int64_t begin, int64_t end, float* master, void* param, DType pt, const void* g,
              DType gt, float* m, float* v, const AdamWHyper& h, const AdamWStep& s) override {
     std::vector<float> g32(size_t(end - begin));

@@ -67,6 +67,7 @@
 #include <boost/context/protected_fixedsize_stack.hpp>
 
 #include "host_cuda/host_streams.hpp"
+#include "host_cuda/api_log.hpp"
 #include "host_cuda/launch_log.hpp"
 
 // The CUDA headers define some of these for host compilers; ours win.
@@ -329,6 +330,7 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
   }
   constexpr size_t kDefaultSmem = 48 * 1024;
   const auto opt_in = g_smem_opt_in.find(kernel);
+  host_cuda::count_call("launch");
   host_cuda::record_launch(kernel, unsigned(threads), smem_bytes, opt_in == g_smem_opt_in.end() ? 0 : opt_in->second);
   if (smem_bytes > kDefaultSmem && (opt_in == g_smem_opt_in.end() || smem_bytes > opt_in->second)) {
     std::fprintf(stderr, "emulated CUDA: a launch with %zu bytes of dynamic shared memory, more than 48 KiB, "

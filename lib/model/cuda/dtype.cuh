@@ -16,6 +16,7 @@ namespace gpt::cuda {
 
 __device__ __forceinline__ float f32(float x) { return x; }
 __device__ __forceinline__ float f32(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float f32(double x) { return float(x); }  // round to nearest
 
 template <typename T>
 __device__ __forceinline__ T store(float x);

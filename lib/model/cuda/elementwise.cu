@@ -46,6 +46,7 @@ void sum_values(const float* x, int64_t n, double* out, double* scratch, cudaStr
 template void convert<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
 template void convert<bf16, float>(bf16*, const float*, int64_t, cudaStream_t);
 template void convert<float, float>(float*, const float*, int64_t, cudaStream_t);
+template void convert<float, double>(float*, const double*, int64_t, cudaStream_t);
 template void accumulate<float, float>(float*, const float*, int64_t, cudaStream_t);
 template void accumulate<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
 template void sum_squares<float>(const float*, int64_t, double*, double*, cudaStream_t);

@@ -13,8 +13,8 @@
 
 namespace gpt::cuda {
 
-// dst[i] = src[i] converted (round to nearest even into bf16). To, From:
-// float, bf16; bf16, float; float, float.
+// dst[i] = src[i] converted (round to nearest even into bf16 and float). To,
+// From: float, bf16; bf16, float; float, float; float, double (the norm).
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
 

@@ -1,33 +1,44 @@
 // TokenGroups (embedding.hpp): host code, kept out of embedding.cu so the
 // CPU-emulated kernel tests can build the same groups the trainer uploads.
 #include <algorithm>
-#include <numeric>
 
+#include "core/error.hpp"
 #include "model/cuda/embedding.hpp"
 
 namespace gpt::cuda {
 
 void TokenGroups::build(const int32_t* tokens, int64_t n) {
   rows = n;
-  packed.resize(size_t(3 * n + 1));
-  int32_t* order = packed.data();
-  std::iota(order, order + n, 0);
-  std::stable_sort(order, order + n, [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
-  // Group boundaries into a temporary tail, then compact starts | token.
-  std::vector<int32_t> starts, ids;
-  starts.reserve(size_t(n) + 1);
-  ids.reserve(size_t(n));
+  int32_t lo = 0, hi = -1;
   for (int64_t k = 0; k < n; ++k) {
-    if (k == 0 || tokens[order[k]] != tokens[order[k - 1]]) {
-      starts.push_back(int32_t(k));
-      ids.push_back(tokens[order[k]]);
-    }
+    lo = std::min(lo, tokens[k]);
+    hi = std::max(hi, tokens[k]);
   }
-  starts.push_back(int32_t(n));
-  num_groups = int32_t(ids.size());
-  std::copy(starts.begin(), starts.end(), packed.begin() + n);
-  std::copy(ids.begin(), ids.end(), packed.begin() + n + int64_t(starts.size()));
-  packed.resize(size_t(n + int64_t(starts.size()) + int64_t(ids.size())));
+  GPT_CHECK(lo >= 0, "token id {} is negative", lo);
+  // Rows per token id, then the groups (ids present, ascending) and each
+  // id's first slot in order; rows are placed in ascending row order, so
+  // order is the stable sort by token.
+  next_.assign(size_t(hi) + 1, 0);
+  for (int64_t k = 0; k < n; ++k) ++next_[size_t(tokens[k])];
+  int32_t groups = 0;
+  for (const int32_t c : next_) groups += c > 0;
+  num_groups = groups;
+  packed.resize(size_t(n) + size_t(groups) * 2 + 1);
+  int32_t* order = packed.data();
+  int32_t* starts = order + n;
+  int32_t* ids = starts + groups + 1;
+  int32_t at = 0, u = 0;
+  for (int32_t t = 0; t <= hi; ++t) {
+    const int32_t c = next_[size_t(t)];
+    if (c == 0) continue;
+    starts[u] = at;
+    ids[u] = t;
+    ++u;
+    next_[size_t(t)] = at;
+    at += c;
+  }
+  starts[groups] = int32_t(n);
+  for (int64_t k = 0; k < n; ++k) order[next_[size_t(tokens[k])]++] = int32_t(k);
 }
 
 }  // namespace gpt::cuda

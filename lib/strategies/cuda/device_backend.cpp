@@ -64,6 +64,7 @@ class DeviceArena final : public Arena {
     GPT_CUDA_OK(cudaStreamSynchronize(s_));
     return v;
   }
+  void end_norm_to(float* out) override { cuda::convert(out, norm_.data(), 1, s_); }
   void adamw(const UnitSpec& unit, int64_t begin, int64_t end, float* master, void* param, DType pt, const void* g,
              DType gt, float* m, float* v, const AdamWHyper& h, const AdamWStep& s) override {
     const bool g32 = gt == DType::kF32;

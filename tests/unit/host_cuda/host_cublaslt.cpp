@@ -6,6 +6,7 @@
 
 #include <Eigen/Core>
 
+#include "api_log.hpp"
 #include "host_streams.hpp"
 
 #include <cmath>
@@ -161,10 +162,12 @@ const char* cublasLtGetStatusString(cublasStatus_t s) {
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+  host_cuda::count_call("create.matmul_desc");
   *d = reinterpret_cast<cublasLtMatmulDesc_t>(new Desc{compute, scale});
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  host_cuda::count_call("destroy.matmul_desc");
   delete desc(d);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -185,19 +188,23 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t dh, cublasLtM
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
                                           int64_t ld) {
+  host_cuda::count_call("create.matrix_layout");
   *l = reinterpret_cast<cublasLtMatrixLayout_t>(new Layout{type, rows, cols, ld});
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  host_cuda::count_call("destroy.matrix_layout");
   delete layout(l);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
+  host_cuda::count_call("create.matmul_preference");
   *p = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  host_cuda::count_call("destroy.matmul_preference");
   delete reinterpret_cast<Preference*>(p);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -214,6 +221,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                                               cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t,
                                               int requested, cublasLtMatmulHeuristicResult_t results[], int* found) {
+  host_cuda::count_call("cublaslt.heuristic");
   ++hooks().heuristic_calls;
   *found = 0;
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
@@ -231,6 +239,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const v
                               cublasLtMatrixLayout_t al, const void* B, cublasLtMatrixLayout_t bl, const void* beta,
                               const void* C, cublasLtMatrixLayout_t cl, void* D, cublasLtMatrixLayout_t dl,
                               const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
+  host_cuda::count_call("cublaslt.matmul");
   ++hooks().matmul_calls;
   const Desc& d = *desc(dh);
   const Layout &la = *layout(al), &lb = *layout(bl), &lc = *layout(cl), &ld = *layout(dl);

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "emulated_cuda.hpp"
+#include "api_log.hpp"
 #include "host_streams.hpp"
 
 #include <cstdlib>
@@ -24,7 +25,15 @@ namespace {
 thread_local cudaError_t g_last = cudaSuccess;
 std::mutex g_mu;  // guards everything below
 size_t g_capacity = size_t(-1), g_used = 0;
-std::map<void*, size_t> g_blocks;
+std::map<void*, size_t> g_blocks, g_pinned;  // start -> bytes
+
+// Whether p lies inside one of `blocks`.
+bool inside(const std::map<void*, size_t>& blocks, const void* p) {
+  auto it = blocks.upper_bound(const_cast<void*>(p));
+  if (it == blocks.begin()) return false;
+  --it;
+  return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+}
 }  // namespace
 
 namespace host_cuda {
@@ -36,11 +45,16 @@ size_t device_memory_used() {
   std::lock_guard lk(g_mu);
   return g_used;
 }
+Memory memory_of(const void* p) {
+  std::lock_guard lk(g_mu);
+  return inside(g_blocks, p) ? Memory::kDevice : inside(g_pinned, p) ? Memory::kPinned : Memory::kPageable;
+}
 }  // namespace host_cuda
 
 // Like cudaMalloc, an allocation that does not fit sets the sticky-until-read
 // last error too.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  host_cuda::count_call("alloc.cudaMalloc");
   const size_t size = (bytes + 255) / 256 * 256;
   std::lock_guard lk(g_mu);
   *p = size <= g_capacity - g_used ? std::aligned_alloc(256, size) : nullptr;
@@ -53,6 +67,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 // cudaFree and cudaFreeHost synchronise the device first, as CUDA's do.
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  host_cuda::count_call("alloc.cudaFree");
   host_cuda::synchronize_device();
   std::lock_guard lk(g_mu);
   const auto it = g_blocks.find(p);
@@ -125,14 +140,22 @@ cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int
   return cudaSuccess;
 }
 
-// Pinned host memory is host memory.
+// Pinned host memory is host memory, remembered as pinned.
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  host_cuda::count_call("alloc.cudaMallocHost");
   *p = std::malloc(bytes ? bytes : 1);
-  return *p ? cudaSuccess : (g_last = cudaErrorMemoryAllocation);
+  if (!*p) return g_last = cudaErrorMemoryAllocation;
+  std::lock_guard lk(g_mu);
+  g_pinned[*p] = bytes ? bytes : 1;
+  return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  host_cuda::count_call("alloc.cudaFreeHost");
   host_cuda::synchronize_device();
+  std::lock_guard lk(g_mu);
+  if (!g_pinned.erase(p)) return g_last = cudaErrorInvalidValue;
   std::free(p);
   return cudaSuccess;
 }
@@ -140,14 +163,9 @@ cudaError_t cudaFreeHost(void* p) {
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   *a = cudaPointerAttributes{};
   std::lock_guard lk(g_mu);
-  // The allocation starting at or before p, if p lies inside it.
-  auto it = g_blocks.upper_bound(const_cast<void*>(p));
-  bool device = false;
-  if (it != g_blocks.begin()) {
-    --it;
-    device = static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
-  }
-  a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+  a->type = inside(g_blocks, p)   ? cudaMemoryTypeDevice
+            : inside(g_pinned, p) ? cudaMemoryTypeHost
+                                  : cudaMemoryTypeUnregistered;
   a->device = g_device;
   return cudaSuccess;
 }

@@ -18,6 +18,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "api_log.hpp"
 #include "host_streams.hpp"
 
 #include <cstring>
@@ -103,6 +104,7 @@ const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no e
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
+  host_cuda::count_call("nccl.all_reduce");
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
   host_cuda::enqueue_collective(stream, [=] {
     std::vector<float> v = widen(send, count, t);
@@ -115,6 +117,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
+  host_cuda::count_call("nccl.reduce_scatter");
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
   host_cuda::enqueue_collective(stream, [=] {
     // Widened copies: send and recv may overlap (in place: recv is this
@@ -130,6 +133,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, 
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t stream) {
+  host_cuda::count_call("nccl.all_gather");
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = send_count * type_size(t);
   host_cuda::enqueue_collective(stream, [=] {
@@ -141,6 +145,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, nccl
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  host_cuda::count_call("nccl.broadcast");
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = count * type_size(t);
   host_cuda::enqueue_collective(stream, [=] {

@@ -36,6 +36,9 @@
 // run compute kernels, while the main thread queues more).
 #include "host_streams.hpp"
 
+#include "api_log.hpp"
+#include "host_cuda_runtime.hpp"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -202,11 +205,13 @@ void set_stream_order(StreamOrder o) {
 }  // namespace host_cuda
 
 cudaError_t cudaDeviceSynchronize() {
+  host_cuda::count_call("sync.device");
   host_cuda::synchronize_device();
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* h, unsigned flags) {
+  host_cuda::count_call("create.stream");
   auto* s = new Stream;
   s->blocking = (flags & cudaStreamNonBlocking) == 0;
   std::lock_guard lk(g_mu);
@@ -217,6 +222,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* h, unsigned flags) {
 cudaError_t cudaStreamCreate(cudaStream_t* h) { return cudaStreamCreateWithFlags(h, cudaStreamDefault); }
 // Queued work still runs (here: now); events recorded on the stream stay valid.
 cudaError_t cudaStreamDestroy(cudaStream_t h) {
+  host_cuda::count_call("destroy.stream");
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(h);
   if (s == &g_legacy) return cudaErrorInvalidResourceHandle;
@@ -226,6 +232,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+  host_cuda::count_call("sync.stream");
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(h);
   run_until(s, s->issued);
@@ -240,6 +247,7 @@ Event* event_of(cudaEvent_t h) {
 }
 }  // namespace
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* h, unsigned flags) {
+  host_cuda::count_call("create.event");
   auto* e = new Event;
   e->timing = (flags & cudaEventDisableTiming) == 0;
   std::lock_guard lk(g_mu);
@@ -250,6 +258,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* h, unsigned flags) {
 cudaError_t cudaEventCreate(cudaEvent_t* h) { return cudaEventCreateWithFlags(h, cudaEventDefault); }
 // Waits already queued keep what they wait for (as in CUDA).
 cudaError_t cudaEventDestroy(cudaEvent_t h) {
+  host_cuda::count_call("destroy.event");
   std::lock_guard lk(g_mu);
   Event* e = event_of(h);
   g_events.erase(e);
@@ -257,6 +266,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t h) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
+  host_cuda::count_call("event.record");
   std::lock_guard lk(g_mu);
   Event* e = event_of(h);
   Stream* s = stream_of(stream);
@@ -267,6 +277,7 @@ cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
+  host_cuda::count_call("event.wait");
   std::lock_guard lk(g_mu);
   const Point p = event_of(h)->recorded;
   std::vector<Point> after;
@@ -280,6 +291,7 @@ cudaError_t cudaEventQuery(cudaEvent_t h) {
   return !p.s || p.s->done >= p.n ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t h) {
+  host_cuda::count_call("sync.event");
   std::lock_guard lk(g_mu);
   const Point p = event_of(h)->recorded;
   if (p.s) run_until(p.s, p.n);
@@ -299,16 +311,41 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
 }
 
 // Copies and memsets are stream operations; the synchronous copy waits for
-// its own completion. Their sources are read when they run.
+// its own completion. Their sources are read when they run. The API log
+// counts copies by direction, found from the pointers as cudaMemcpyDefault
+// would, and counts one whose host side is pageable twice more: as a copy
+// the driver stages through a pinned buffer, and, into pageable memory, as
+// the host synchronisation it is on a GPU (cudaMemcpyAsync returns only when
+// the copy is done); here it stays as lazy as any other copy, which is
+// stricter.
+namespace {
+void count_copy(void* dst, const void* src) {
+  using host_cuda::Memory;
+  const Memory d = host_cuda::memory_of(dst), s = host_cuda::memory_of(src);
+  const bool dd = d == Memory::kDevice, sd = s == Memory::kDevice;
+  host_cuda::count_call(dd && sd ? "copy.d2d" : dd ? "copy.h2d" : sd ? "copy.d2h" : "copy.h2h");
+  if ((dd || sd) && (d == Memory::kPageable || s == Memory::kPageable)) {
+    host_cuda::count_call("copy.pageable");
+    if (d == Memory::kPageable) host_cuda::count_call("sync.pageable_d2h");
+  }
+}
+}  // namespace
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  count_copy(dst, src);
   if (bytes) host_cuda::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
-  return cudaStreamSynchronize(nullptr);
+  host_cuda::count_call("sync.memcpy");
+  count_copy(dst, src);
+  if (bytes) host_cuda::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); });
+  std::lock_guard lk(g_mu);
+  Stream* s = stream_of(nullptr);
+  run_until(s, s->issued);
+  return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  host_cuda::count_call("memset");
   if (bytes) host_cuda::enqueue(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }

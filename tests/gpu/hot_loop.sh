@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The hot-loop audit (ctest emulated.hot_loop): what one training step on
+# --device cuda asks of the host, measured without a GPU. The trainer on the
+# emulated backend counts its CUDA runtime, cuBLASLt and NCCL calls by kind
+# (GPT_EMULATED_API_LOG, tests/unit/host_cuda/api_log.hpp); each set-up runs
+# for 2 and for 4 steps, and half the difference is one steady-state step,
+# whatever the set-up and the teardown cost. Budgets per step, M being the
+# micro-batches a rank runs per step:
+#  * no allocation (cudaMalloc/cudaFree/cudaMallocHost/cudaFreeHost: each
+#    synchronises the device), no stream, event or cuBLASLt descriptor
+#    created or destroyed, no cuBLASLt algorithm search, no device-wide
+#    synchronisation;
+#  * at most M waits on an event: the token upload of a micro-batch waits
+#    for the previous upload to have left the pinned staging buffer;
+#  * at most 2 host waits for a stream and 2 copies through pageable memory
+#    (the loss and the gradient norm, 8 bytes each), and at most M uploads;
+#    except with the MPI communicator on device buffers across ranks, which
+#    stages every collective through host memory (the test path for ranks
+#    sharing a GPU; the product path is NCCL).
+# Prints one row per set-up and writes WORK_DIR/hot_loop.json.
+#   hot_loop.sh BUILD_DIR WORK_DIR EMULATED_TRAINER
+set -euo pipefail
+build="$1"; work="$2"; trainer="$3"
+here="$(cd "$(dirname "$0")" && pwd)"
+mpirun="$here/../../scripts/mpirun.sh"
+rm -rf "$work"
+"$here/../make_tiny_run.sh" "$build" "$work"  # global batch 8, micro-batch 2
+
+run() {  # NAME NP MICRO_BATCHES_PER_RANK ARGS...
+  local name="$1" np="$2" m="$3"; shift 3
+  for steps in 2 4; do
+    local dir="$work/$name/steps$steps"
+    mkdir -p "$dir"
+    GPT_EMULATED_API_LOG="$dir" "$mpirun" -np "$np" "$trainer" --config "$work/tiny.toml" --n-head 2 \
+      --steps "$steps" --device cuda "$@" > "$dir/log" 2>&1 || { echo "FAILED: $name, $steps steps"; cat "$dir/log"; exit 1; }
+  done
+  echo "$name $np $m $*" >> "$work/setups.txt"
+}
+run ddp_bf16 1 4
+run ddp_fp32 1 4 --precision fp32
+run ddp_recompute 1 4 --activation-checkpointing
+export GPT_EMULATED_DEVICES=4  # one emulated GPU per rank, for NCCL
+for s in ddp zero1 zero2 zero3; do
+  run "nccl_${s}_np2" 2 2 --comm nccl --strategy "$s"
+done
+run nccl_zero3_np2_reduce_bf16 2 2 --comm nccl --strategy zero3 --reduce-dtype bf16
+run nccl_hybrid_np4 4 1 --comm nccl --strategy hybrid --mesh 2x2
+run mpi_zero3_np2 2 2 --strategy zero3
+
+python3 - "$work" <<'PY'
+import glob, json, os, sys
+work = sys.argv[1]
+
+def counts(name, steps):
+    """Calls by kind, the largest of any rank (every rank makes the same kinds of call)."""
+    ranks = []
+    for path in glob.glob(os.path.join(work, name, f"steps{steps}", "api.*.txt")):
+        with open(path) as f:
+            ranks.append({k: int(v) for k, v in (line.split() for line in f)})
+    return {k: max(r.get(k, 0) for r in ranks) for k in set().union(*ranks)} if ranks else None
+
+def group(step, prefix):
+    return sum(v for k, v in step.items() if k.startswith(prefix))
+
+failures, report = [], []
+print(f"{'per step':<28} {'launch':>6} {'matmul':>6} {'nccl':>5} {'waits':>5} {'event':>5} "
+      f"{'h2d':>4} {'d2h':>4} {'pageable':>8} {'alloc':>5} {'create':>6}")
+for line in open(os.path.join(work, "setups.txt")):
+    name, np_, m, *args = line.split()
+    m = int(m)
+    a, b = counts(name, 2), counts(name, 4)
+    if a is None or b is None:
+        failures.append(f"{name}: no API log (was the trainer built with the emulated backend?)")
+        continue
+    step = {k: (b.get(k, 0) - a.get(k, 0)) / 2 for k in set(a) | set(b)}
+    step = {k: v for k, v in step.items() if v}
+    waits = step.get("sync.stream", 0) + step.get("sync.memcpy", 0)
+    row = {"setup": name, "ranks": int(np_), "micro_batches": m, "args": args,
+           "launches": step.get("launch", 0), "matmuls": step.get("cublaslt.matmul", 0),
+           "collectives": group(step, "nccl."), "stream_waits": waits, "event_waits": step.get("sync.event", 0),
+           "uploads": step.get("copy.h2d", 0), "downloads": step.get("copy.d2h", 0),
+           "pageable_copies": step.get("copy.pageable", 0), "allocations": group(step, "alloc."),
+           "created": group(step, "create.") + group(step, "destroy."), "calls": step}
+    report.append(row)
+    print(f"{name:<28} {row['launches']:>6g} {row['matmuls']:>6g} {row['collectives']:>5g} {waits:>5g} "
+          f"{row['event_waits']:>5g} {row['uploads']:>4g} {row['downloads']:>4g} {row['pageable_copies']:>8g} "
+          f"{row['allocations']:>5g} {row['created']:>6g}")
+
+    def budget(what, value, limit):
+        if value > limit:
+            failures.append(f"{name}: {what} {value:g} per step, budget {limit:g}")
+    for k, v in step.items():
+        if k.startswith(("alloc.", "create.", "destroy.")) or k in ("cublaslt.heuristic", "sync.device"):
+            budget(k, v, 0)
+    budget("event waits (sync.event)", row["event_waits"], m)
+    if not (name.startswith("mpi_") and int(np_) > 1):
+        budget("host waits for a stream", waits, 2)
+        budget("copies through pageable memory", row["pageable_copies"], 2)
+        budget("uploads", row["uploads"], m)
+    if row["launches"] <= 0 or row["matmuls"] <= 0:
+        failures.append(f"{name}: no kernels counted per step: the audit measured nothing")
+
+with open(os.path.join(work, "hot_loop.json"), "w") as f:
+    json.dump(report, f, indent=1)
+for msg in failures:
+    print("OVER BUDGET:", msg)
+sys.exit(1 if failures else 0)
+PY
