@@ -478,6 +478,12 @@ struct Trainer::Impl {
         trace::Span g("grad norm", "optimizer");
         norm = strategy->grad_norm();
       }
+      // Read now, while the device has just finished the backward pass for
+      // the norm: read after the optimizer step, it would make the host wait
+      // for the step too, and the device would then idle through the
+      // metrics and the next micro-batch's host work. So those overlap the
+      // optimizer's kernels instead.
+      const double local_loss = model->take_loss();
       const float lr = sched.at(step);
       {
         trace::Span o("optimizer step", "optimizer");
@@ -486,7 +492,7 @@ struct Trainer::Impl {
       loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
       // micro-batches hold the same number of tokens.
-      loss = mean_over_ranks(model->take_loss());
+      loss = mean_over_ranks(local_loss);
       if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
       step_span.reset();
