@@ -5,8 +5,8 @@
 // tokens/s, MFU (model FLOPs / the device's dense bf16 or fp32 peak, see
 // model/flops.hpp), step time, device memory by category, and where the
 // step's time goes: events between its phases (forward, head, backward,
-// optimizer) with each phase's model FLOP/s. The events are read after the
-// step's own synchronisation (the loss), so they add no host sync.
+// optimizer) with each phase's model FLOP/s. A step's events are read
+// after the next step's own host wait (the norm), so they add none.
 //
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
@@ -38,7 +38,7 @@ constexpr const char* kPhaseNames[kPhases] = {
     "forward",    // zero grads, upload the batch, embedding, every block forward
     "head",       // final LayerNorm, LM head and cross-entropy, forward and backward
     "backward",   // final LayerNorm and every block backward, embedding backward
-    "optimizer",  // global norm (one host sync), clipping, AdamW
+    "optimizer",  // global norm (a host wait), clipping, AdamW
 };
 
 struct Args : bench::Shape {
@@ -79,45 +79,55 @@ nlohmann::json run(const Args& a) {
   cudaEvent_t t0, t1;
   GPT_CUDA_OK(cudaEventCreate(&t0));
   GPT_CUDA_OK(cudaEventCreate(&t1));
-  // Phase boundaries: phase i runs from mark[i] to mark[i + 1].
-  std::array<cudaEvent_t, kPhases + 1> mark;
-  for (auto& e : mark) GPT_CUDA_OK(cudaEventCreate(&e));
+  // Phase boundaries: phase i of step s runs from mark[s % 2][i] to
+  // mark[s % 2][i + 1]. Two sets: step s's are read once step s + 1's norm
+  // has made the host wait for its backward, so after step s's optimizer.
+  std::array<std::array<cudaEvent_t, kPhases + 1>, 2> mark;
+  for (auto& set : mark)
+    for (auto& e : set) GPT_CUDA_OK(cudaEventCreate(&e));
   std::array<double, kPhases> phase_ms{};
   double loss = 0;
   const auto& P = st.params();
   const auto& G = st.grads();
   const int L = cfg.n_layer;
+  auto add_phases = [&](int s) {  // step s's marks have completed
+    if (s < a.warmup) return;
+    for (int i = 0; i < kPhases; ++i) {
+      float elapsed = 0;
+      GPT_CUDA_OK(cudaEventElapsedTime(&elapsed, mark[s % 2][i], mark[s % 2][i + 1]));
+      phase_ms[i] += elapsed;
+    }
+  };
   for (int s = 0; s < a.warmup + a.steps; ++s) {
     if (s == a.warmup) {
       tracker.reset_peak();
       GPT_CUDA_OK(cudaEventRecord(t0, stream));
     }
-    GPT_CUDA_OK(cudaEventRecord(mark[0], stream));
+    auto& mk = mark[s % 2];
+    GPT_CUDA_OK(cudaEventRecord(mk[0], stream));
     st.zero_grads();
     m.set_batch(tokens.data(), tokens.data() + 1);
     m.forward_embedding(P[layout.embedding_unit()]);
     for (int l = 0; l < L; ++l) m.forward_block(l, P[layout.block_unit(l)]);
-    GPT_CUDA_OK(cudaEventRecord(mark[1], stream));
+    GPT_CUDA_OK(cudaEventRecord(mk[1], stream));
     m.forward_head(P[layout.final_unit()], P[layout.embedding_unit()], G[layout.embedding_unit()], scale);
-    GPT_CUDA_OK(cudaEventRecord(mark[2], stream));
+    GPT_CUDA_OK(cudaEventRecord(mk[2], stream));
     m.backward_final(P[layout.final_unit()], G[layout.final_unit()]);
     for (int l = L - 1; l >= 0; --l) m.backward_block(l, P[layout.block_unit(l)], G[layout.block_unit(l)]);
     m.backward_embedding(G[layout.embedding_unit()]);
-    GPT_CUDA_OK(cudaEventRecord(mark[3], stream));
-    const double norm = st.grad_norm();  // one host sync per step, as in training (the clip scale)
+    GPT_CUDA_OK(cudaEventRecord(mk[3], stream));
+    // The host waits as the trainer's does: for the norm (the clip scale)
+    // and the loss, both before the optimizer step is queued, so the next
+    // step's host work overlaps the optimizer's kernels.
+    const double norm = st.grad_norm();
+    loss = m.take_loss();
+    if (s > 0) add_phases(s - 1);
     st.step(h, {3e-4f, s + 1, clip_scale(norm, 1.f)});
-    GPT_CUDA_OK(cudaEventRecord(mark[4], stream));
-    loss = m.take_loss();  // synchronises the stream: every mark has completed
-    if (s >= a.warmup) {
-      for (int i = 0; i < kPhases; ++i) {
-        float elapsed = 0;
-        GPT_CUDA_OK(cudaEventElapsedTime(&elapsed, mark[i], mark[i + 1]));
-        phase_ms[i] += elapsed;
-      }
-    }
+    GPT_CUDA_OK(cudaEventRecord(mk[4], stream));
   }
   GPT_CUDA_OK(cudaEventRecord(t1, stream));
   GPT_CUDA_OK(cudaEventSynchronize(t1));
+  add_phases(a.warmup + a.steps - 1);
   float ms = 0;
   GPT_CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
   const double step_s = ms / 1e3 / a.steps;
@@ -157,7 +167,8 @@ nlohmann::json run(const Args& a) {
     std::printf("    %-10s %9.3f %6.1f%% %9.1f\n", kPhaseNames[i], phase, 100 * share, tflops);
   }
   j["phases"] = phases;
-  for (auto& e : mark) cudaEventDestroy(e);
+  for (auto& set : mark)
+    for (auto& e : set) cudaEventDestroy(e);
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
   return j;
