@@ -189,12 +189,16 @@ void check_adamw() {
     const AdamWStep s{1e-2f, t, 0.7f};
     adamw_update(unit, begin, end, master.data(), g.data(), m.data(), v.data(), h, s);
     Guarded<G> gg(g);
-    impl::for_each_tensor_update(unit, begin, end, h, s, [&](int64_t o, int64_t k, const impl::AdamWArgs& a) {
-      emulated_cuda::launch(dim3(impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
-        impl::adamw_kernel<G, Copy>(gmaster.data() + o, std::is_void_v<T> ? nullptr : gparam.data() + o,
-                                    gg.data() + o, gm.data() + o, gv.data() + o, k, a);
-      });
-    });
+    int launches = 0;
+    impl::for_each_update_launch(
+        unit, begin, end, h, s, [&](int64_t o, int64_t k, const impl::AdamWArgs& a, const impl::Segments& seg) {
+          ++launches;
+          emulated_cuda::launch(dim3(impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
+            impl::adamw_kernel<G, Copy>(gmaster.data() + o, std::is_void_v<T> ? nullptr : gparam.data() + o,
+                                        gg.data() + o, gm.data() + o, gv.data() + o, k, a, seg);
+          });
+        });
+    EXPECT_EQ(launches, 1) << "one launch for three tensors";
   }
   EXPECT_LE(rel_error(gmaster.values(), master), 1e-6) << "master";
   EXPECT_LE(rel_error(gm.values(), m), 1e-6) << "m";
@@ -213,6 +217,46 @@ TEST(EmulatedSimpleKernels, AdamW) {
   check_adamw<float, bf16>();
 }
 
+// A unit of 40 small tensors, decay alternating in runs of one and two, so
+// a shard of it spans more segments than one launch takes: the plan splits
+// it, and each launch applies every element's own decay, with its planned
+// grid and with one block (one thread's elements then cross every segment).
+TEST(EmulatedSimpleKernels, AdamWManySegments) {
+  namespace impl = adamw_impl;
+  UnitSpec unit;
+  int64_t at = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t n = 3 + i % 7;
+    unit.tensors.push_back({std::to_string(i), {n}, at, n, InitKind::kZeros, 0.f, n, i % 3 == 0});
+    at += n;
+  }
+  unit.numel = at;
+  const int64_t begin = 5, end = at - 4, n = end - begin;
+  const AdamWHyper h{0.9f, 0.95f, 1e-8f, 0.5f};  // a strong decay: a wrong one shows
+  const AdamWStep s{1e-1f, 3, 1.f};
+  const auto g = randn(n, 0.5f, 30), master0 = randn(n, 1.f, 31);
+  auto want = master0, wm = std::vector<float>(n, 0.f), wv = wm;
+  adamw_update(unit, begin, end, want.data(), g.data(), wm.data(), wv.data(), h, s);
+  for (const bool one_block : {false, true}) {
+    auto master = master0, m = std::vector<float>(n, 0.f), v = m;
+    int launches = 0, covered = 0;
+    impl::for_each_update_launch(
+        unit, begin, end, h, s, [&](int64_t o, int64_t k, const impl::AdamWArgs& a, const impl::Segments& seg) {
+          ++launches;
+          covered += int(k);
+          EXPECT_EQ(seg.end[seg.count - 1], k) << "the last segment ends the launch";
+          emulated_cuda::launch(dim3(one_block ? 1u : impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
+            impl::adamw_kernel<float, float>(master.data() + o, nullptr, g.data() + o, m.data() + o, v.data() + o,
+                                             k, a, seg);
+          });
+        });
+    EXPECT_GT(launches, 1) << "more segments than one launch takes";
+    EXPECT_EQ(covered, n);
+    EXPECT_LE(rel_error(master, want), 1e-6) << (one_block ? "one block" : "planned grid");
+    EXPECT_LE(rel_error(v, wv), 1e-6);
+  }
+}
+
 // The update's grid-stride loop: fewer blocks than elements need give the
 // same result as one thread per element.
 TEST(EmulatedSimpleKernels, AdamWGridStride) {
@@ -225,7 +269,8 @@ TEST(EmulatedSimpleKernels, AdamWGridStride) {
     auto p = p0, m = std::vector<float>(n, 0.1f), v = std::vector<float>(n, 0.2f);
     std::vector<bf16> copy(n);
     emulated_cuda::launch(dim3(blocks), impl::kThreads, 0, [&] {
-      impl::adamw_kernel<float, bf16>(p.data(), copy.data(), g.data(), m.data(), v.data(), n, a);
+      impl::adamw_kernel<float, bf16>(p.data(), copy.data(), g.data(), m.data(), v.data(), n, a,
+                                      impl::one_segment(n, true));
     });
     results.push_back(p);
   }
