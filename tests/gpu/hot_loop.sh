@@ -12,12 +12,16 @@
 #    synchronisation;
 #  * at most M waits on an event: the token upload of a micro-batch waits
 #    for the previous upload to have left the pinned staging buffer;
+#  * at most one AdamW launch per unit (n_layer + 2: the update takes each
+#    element's decay from its launch arguments, not a launch per tensor);
 #  * at most 2 host waits for a stream and 2 copies through pageable memory
 #    (the loss and the gradient norm, 8 bytes each), and at most M uploads;
 #    except with the MPI communicator on device buffers across ranks, which
 #    stages every collective through host memory (the test path for ranks
 #    sharing a GPU; the product path is NCCL).
-# Prints one row per set-up and writes WORK_DIR/hot_loop.json.
+# Kernels are counted by name from the launch log (GPT_EMULATED_LAUNCH_LOG,
+# tests/unit/host_cuda/launch_log.hpp). Prints one row per set-up and writes
+# WORK_DIR/hot_loop.json.
 #   hot_loop.sh BUILD_DIR WORK_DIR EMULATED_TRAINER
 set -euo pipefail
 build="$1"; work="$2"; trainer="$3"
@@ -31,7 +35,7 @@ run() {  # NAME NP MICRO_BATCHES_PER_RANK ARGS...
   for steps in 2 4; do
     local dir="$work/$name/steps$steps"
     mkdir -p "$dir"
-    GPT_EMULATED_API_LOG="$dir" "$mpirun" -np "$np" "$trainer" --config "$work/tiny.toml" --n-head 2 \
+    GPT_EMULATED_API_LOG="$dir" GPT_EMULATED_LAUNCH_LOG="$dir" "$mpirun" -np "$np" "$trainer" --config "$work/tiny.toml" --n-head 2 \
       --steps "$steps" --device cuda "$@" > "$dir/log" 2>&1 || { echo "FAILED: $name, $steps steps"; cat "$dir/log"; exit 1; }
   done
   echo "$name $np $m $*" >> "$work/setups.txt"
@@ -59,6 +63,16 @@ def counts(name, steps):
             ranks.append({k: int(v) for k, v in (line.split() for line in f)})
     return {k: max(r.get(k, 0) for r in ranks) for k in set().union(*ranks)} if ranks else None
 
+def kernel_launches(name, steps, pattern):
+    """Launches of kernels whose symbol contains `pattern`, the largest of any rank."""
+    per_rank = []
+    for path in glob.glob(os.path.join(work, name, f"steps{steps}", "launches.*.txt")):
+        with open(path) as f:
+            per_rank.append(sum(int(line.split()[-1]) for line in f if pattern in line.split()[0]))
+    return max(per_rank, default=0)
+
+units = 2 + 2  # tiny.toml's 2 layers, the embedding and the final LayerNorm
+
 def group(step, prefix):
     return sum(v for k, v in step.items() if k.startswith(prefix))
 
@@ -75,12 +89,13 @@ for line in open(os.path.join(work, "setups.txt")):
     step = {k: (b.get(k, 0) - a.get(k, 0)) / 2 for k in set(a) | set(b)}
     step = {k: v for k, v in step.items() if v}
     waits = step.get("sync.stream", 0) + step.get("sync.memcpy", 0)
+    adamw = (kernel_launches(name, 4, "adamw_kernel") - kernel_launches(name, 2, "adamw_kernel")) / 2
     row = {"setup": name, "ranks": int(np_), "micro_batches": m, "args": args,
            "launches": step.get("launch", 0), "matmuls": step.get("cublaslt.matmul", 0),
            "collectives": group(step, "nccl."), "stream_waits": waits, "event_waits": step.get("sync.event", 0),
            "uploads": step.get("copy.h2d", 0), "downloads": step.get("copy.d2h", 0),
            "pageable_copies": step.get("copy.pageable", 0), "allocations": group(step, "alloc."),
-           "created": group(step, "create.") + group(step, "destroy."), "calls": step}
+           "created": group(step, "create.") + group(step, "destroy."), "adamw_launches": adamw, "calls": step}
     report.append(row)
     print(f"{name:<28} {row['launches']:>6g} {row['matmuls']:>6g} {row['collectives']:>5g} {waits:>5g} "
           f"{row['event_waits']:>5g} {row['uploads']:>4g} {row['downloads']:>4g} {row['pageable_copies']:>8g} "
@@ -93,6 +108,9 @@ for line in open(os.path.join(work, "setups.txt")):
         if k.startswith(("alloc.", "create.", "destroy.")) or k in ("cublaslt.heuristic", "sync.device"):
             budget(k, v, 0)
     budget("event waits (sync.event)", row["event_waits"], m)
+    budget("AdamW launches", adamw, units)
+    if adamw <= 0:
+        failures.append(f"{name}: no AdamW launch counted per step (is the kernel still adamw_kernel?)")
     if not (name.startswith("mpi_") and int(np_) > 1):
         budget("host waits for a stream", waits, 2)
         budget("copies through pageable memory", row["pageable_copies"], 2)
