@@ -49,6 +49,14 @@ MeshShape default_mesh(MPI_Comm comm) {
   return {1, size};
 }
 
+bool nccl_built() {
+#ifdef GPT_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm, int device) {
   if (backend == CommBackend::kMpi) return std::make_unique<MpiCommunicator>(comm);
 #ifdef GPT_HAVE_NCCL

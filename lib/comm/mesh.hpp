@@ -15,6 +15,7 @@ namespace gpt {
 
 enum class CommBackend { kMpi, kNccl };
 CommBackend parse_comm_backend(const std::string& s);  // "mpi" | "nccl"; ConfigError otherwise
+bool nccl_built();  // whether this build has the NCCL communicator
 
 struct MeshShape {
   int replicas = 1;  // R

@@ -99,8 +99,10 @@ std::vector<Key> keys() {
        false, [](C&, P& p, S v) { p.precision = one_of("precision", v, {"bf16", "fp32"}) == "bf16" ? Precision::kBf16 : Precision::kFp32; }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
-      {"comm", "collective backend: mpi | nccl (cuda only). On cuda, mpi stages device buffers through host memory", false,
-       [](C& c, P&, S v) { c.comm = one_of("comm", v, {"mpi", "nccl"}); }},
+      {"comm",
+       "collective backend: auto (nccl on cuda when every rank has its own GPU, else mpi) | mpi | nccl (cuda only). "
+       "On cuda, mpi stages device buffers through host memory",
+       false, [](C& c, P&, S v) { c.comm = one_of("comm", v, {"auto", "mpi", "nccl"}); }},
       {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
        [](C& c, P&, S v) { c.mesh = v; }},
       {"threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", false,

@@ -32,7 +32,7 @@ struct RunConfig {
   std::string hybrid_inner = "zero3";  // sharding inside a hybrid shard group
   double bucket_mb = 25;               // ddp gradient bucket
   DeviceKind device = DeviceKind::kCpu;
-  std::string comm = "mpi";  // collective backend
+  std::string comm = "auto";  // collective backend: auto | mpi | nccl (auto resolved by the trainer)
   std::string mesh;          // "RxS"; empty: nodes x ranks per node
   Precision precision = Precision::kFp32;  // default: bf16 on cuda, fp32 on cpu
   std::string reduce_dtype = "fp32";       // gradient reduction: fp32 | bf16 (cuda)

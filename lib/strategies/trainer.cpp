@@ -80,11 +80,39 @@ MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
   return cfg.mesh.empty() ? default_mesh(base) : parse_mesh(cfg.mesh, size);
 }
 
+// --comm auto: NCCL on --device cuda when this build has it and every rank
+// of every node has a GPU of its own (NCCL's requirement), else the MPI
+// communicator (on cuda: staged through host memory, for ranks sharing a
+// GPU). Decided on all ranks together, so they agree; `note` says why.
+RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, std::string* note) {
+  if (c.comm != "auto") return c;
+  RunConfig r = c;
+  r.comm = "mpi";
+  if (c.device != DeviceKind::kCuda) return r;
+  if (!nccl_built()) {
+    *note = "comm auto: mpi (this build has no NCCL)";
+    return r;
+  }
+  const int local = node_layout(base).local_size, gpus = visible_gpus();
+  int own_gpu = local <= gpus ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &own_gpu, 1, MPI_INT, MPI_MIN, base);
+  if (own_gpu) {
+    r.comm = "nccl";
+    *note = "comm auto: nccl (one GPU per rank)";
+  } else {
+    *note = fmt::format("comm auto: mpi, staged through host memory (a node has more ranks than GPUs: {} ranks, {} "
+                        "GPU(s) here; NCCL needs one GPU per rank)",
+                        local, gpus);
+  }
+  return r;
+}
+
 }  // namespace
 
 struct Trainer::Impl {
   std::string auto_note;  // strategy auto: why the planner chose what runs
-  RunConfig resolved;     // the config with strategy auto resolved
+  std::string comm_note;  // comm auto: what was chosen and why
+  RunConfig resolved;     // the config with strategy and comm auto resolved
   const RunConfig& cfg;
   MPI_Comm base;
   int rank = 0, world = 1;
@@ -123,7 +151,7 @@ struct Trainer::Impl {
   }
 
   Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given)
-      : resolved(resolve_strategy(config, b, &auto_note)),
+      : resolved(resolve_comm(resolve_strategy(config, b, &auto_note), b, &comm_note)),
         cfg(resolved),
         base(b),
         rank(rank_of(b)),
@@ -428,10 +456,12 @@ struct Trainer::Impl {
                              {"gemm_peak_flops", gemm_peak},
                              {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)}};
     if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
+    if (!comm_note.empty()) header["comm_auto"] = comm_note;
     metrics.write(header);
     log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
          layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
          cfg.gpt.padded_vocab(), cfg.seq_len);
+    if (!comm_note.empty()) log0("{}", comm_note);
     log0("strategy {} on {} ranks, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, world,
          to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
     if (backend)

@@ -55,6 +55,7 @@ std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTO
 std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout&, bool, DType, MemoryTracker*) {
   throw ConfigError("invalid device = 'cuda': this build has no CUDA (configure with a CUDA toolkit present)");
 }
+int visible_gpus() { return 0; }
 #endif
 
 }  // namespace gpt

@@ -58,5 +58,7 @@ class DeviceBackend {
 // collectives; NCCL needs one GPU per rank).
 std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool allow_sharing, DType param_dtype,
                                                    MemoryTracker* tracker);
+// CUDA devices this process sees (0 in a build without CUDA or without a GPU).
+int visible_gpus();
 
 }  // namespace gpt

@@ -49,7 +49,7 @@ for s in ddp zero1 zero2 zero3; do
 done
 run nccl_zero3_np2_reduce_bf16 2 2 --comm nccl --strategy zero3 --reduce-dtype bf16
 run nccl_hybrid_np4 4 1 --comm nccl --strategy hybrid --mesh 2x2
-run mpi_zero3_np2 2 2 --strategy zero3
+run mpi_zero3_np2 2 2 --comm mpi --strategy zero3
 
 python3 - "$work" <<'PY'
 import glob, json, os, sys

@@ -99,6 +99,19 @@ for s in ddp zero1 zero2 zero3 hybrid; do
     done
   fi
 done
+# --comm auto (the default): NCCL when every rank has a GPU of its own,
+# else MPI staged through the host; the choice is in the metrics header.
+if [ -n "$emulated" ]; then
+  run auto_shared 2 --device cuda
+  GPT_EMULATED_DEVICES=2 run auto_own 2 --device cuda
+  python3 - "$work/auto_shared.jsonl" "$work/auto_own.jsonl" <<'PY'
+import json, sys
+for path, want in zip(sys.argv[1:], ("mpi", "nccl")):
+    header = json.loads(open(path).readline())
+    assert header["comm_backend"] == want and want in header["comm_auto"], (path, header["comm_backend"], header.get("comm_auto"))
+print("comm auto: mpi for 2 ranks on 1 GPU, nccl for 2 ranks on 2 GPUs")
+PY
+fi
 # Hybrid 2x2 on NCCL: the shard groups' reduce-scatters and the replica
 # groups' all-reduces on two communicators' streams (2 ranks have only one
 # group of size 2), in both stream orders.

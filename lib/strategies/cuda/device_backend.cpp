@@ -184,4 +184,6 @@ std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool 
   return std::make_unique<CudaBackend>(node, allow_sharing, param_dtype, tracker);
 }
 
+int visible_gpus() { return cuda::device_count(); }
+
 }  // namespace gpt
