@@ -12,7 +12,8 @@
 //   dW    dW[OC, C] += dout^T x.
 // The GELU products run twice: fused into cuBLASLt's epilogue and with the
 // separate GELU kernel; `fused` says which path ran (cuBLASLt may refuse the
-// fusion and the Matmul falls back). FLOPs = 2*N*C*OC; epilogues and the GELU
+// fusion, or the Matmul's check of its GELU, gelu_epilogue_check.hpp, can
+// turn it off; the verdict is in the JSON as gelu_epilogue). FLOPs = 2*N*C*OC; epilogues and the GELU
 // kernel are inside the time, bias gradients (a separate kernel) are not.
 //
 //   bench_gpu_gemm [--model gpt2-124m] [--batch 16] [--seq 1024]
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu_bench.hpp"
@@ -191,7 +193,19 @@ nlohmann::json run(const Args& a) {
   std::printf("# %-8s %-5s %-18s %7s %6s %6s %9s %9s\n", "op", "pass", "epilogue", "m", "n", "k", "ms", "TFLOP/s");
   nlohmann::json out = nlohmann::json::array();
   for (const Case& c : cases) out.push_back(time_case<T>(c, mm, fill, &alloc, a.iters, stream));
-  return out;
+  // What cuBLASLt's GELU epilogues compute on this GPU (checked before the
+  // first fused GELU above): whether fusion was allowed, and why.
+  const cuda::GeluEpilogueCheck& g = mm.gelu_check<T>();
+  const bool is_bf16 = std::is_same_v<T, cuda::bf16>;
+  std::printf("# %s\n", cuda::describe(g, is_bf16).c_str());
+  const char* verdict[] = {"not_run", "matches", "differs", "no_algorithm"};
+  const nlohmann::json check = {{"result", verdict[int(g.result)]},
+                                {"forward_error", g.forward_error},
+                                {"backward_error", g.backward_error},
+                                {"pre_activation_exact", g.pre_activation_exact},
+                                {"closest", g.closest},
+                                {"summary", cuda::describe(g, is_bf16)}};
+  return {{"results", out}, {"gelu_epilogue", check}};
 }
 
 }  // namespace
@@ -203,9 +217,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", a.iters, "timed calls of each product")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] {
-    const nlohmann::json results = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
+    const nlohmann::json r = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
     return nlohmann::json{{"bench", "gemm"},         {"device", cuda::device_name(0)}, {"model", a.model},
                           {"precision", a.precision}, {"batch", a.batch},               {"seq", a.seq},
-                          {"iters", a.iters},         {"results", results}};
+                          {"iters", a.iters},         {"results", r["results"]},       {"gelu_epilogue", r["gelu_epilogue"]}};
   });
 }

@@ -73,6 +73,9 @@ if sys.argv[2].endswith("torch-on-cpu"):  # PyTorch's GEMM rows, one per (op, pa
     assert all(t["ms"] > 0 for t in theirs), theirs
 else:
     assert r["gemm_torch"] is None, r["gemm_torch"]
+check = r["gemm"]["gelu_epilogue"]  # the emulated cuBLASLt computes GPT-2's GELU
+assert check["result"] == "matches" and check["closest"] == "tanh" and check["pre_activation_exact"], check
+assert check["forward_error"] < 1e-2 and check["backward_error"] < 1e-2, check
 att = r["attention"]["results"]
 assert [a["kernel"] for a in att] == ["tensor_core_bf16", "simt_bf16", "simt_fp32"], att
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
+#include <string>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/embedding.hpp"
 #include "model/cuda/gelu.hpp"
+#include "model/cuda/gelu_epilogue_check.hpp"
 #include "model/cuda/layernorm.hpp"
 #include "model/cuda/matmul.hpp"
 #include "model/layout.hpp"
@@ -108,6 +111,31 @@ TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
     dw.check_guards();
     db.check_guards();
   }
+}
+
+// What this GPU's cuBLASLt computes in its GELU epilogues, judged by the
+// Matmul before its first fused GELU (gelu_epilogue_check.hpp) and printed
+// for the record: the fused path is taken exactly when the verdict is a
+// match, and the layer equals GPT-2's GELU on the CPU either way.
+TYPED_TEST(CudaOps, GeluEpilogueVerdict) {
+  using T = TypeParam;
+  const int64_t N = 64, C = 64, OC = 128;
+  auto x = input<T>(N * C, 1.f, 40), w = input<T>(OC * C, 0.2f, 41), b = input<T>(OC, 0.1f, 42);
+  std::vector<float> ref(N * OC), ref_gelu(N * OC);
+  cpu::linear_forward(ref.data(), x.data(), w.data(), b.data(), N, C, OC);
+  cpu::gelu_forward(ref_gelu.data(), rounded<T>(ref).data(), N * OC);
+  MemoryTracker tracker;
+  DeviceAllocator alloc(&tracker);
+  Matmul mm(&alloc);
+  Dev<T> dx(x), dw(w), db(b), out(N * OC), gelu(N * OC);
+  mm.linear_forward(out.data(), dx.data(), dw.data(), db.data(), N, C, OC, nullptr, gelu.data());
+  const GeluEpilogueCheck& c = mm.gelu_check<T>();
+  const std::string verdict = describe(c, !std::is_same_v<T, float>);
+  std::printf("%s\n", verdict.c_str());
+  this->RecordProperty("gelu_epilogue", verdict);
+  ASSERT_NE(c.result, GeluEpilogueCheck::Result::kNotRun);
+  EXPECT_EQ(mm.fused_gelu_calls() == 1, c.result == GeluEpilogueCheck::Result::kMatches) << verdict;
+  expect_close<T>(gelu.download(), ref_gelu, "gelu");
 }
 
 template <typename T>

@@ -10,7 +10,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/memory.hpp"
@@ -18,6 +22,7 @@
 #include "host_cuda/host_cublaslt.hpp"
 #include "model/cpu/gelu.hpp"
 #include "model/cpu/matmul.hpp"
+#include "model/cuda/gelu_epilogue_check.hpp"
 #include "model/cuda/matmul.hpp"
 
 namespace gpt::cuda {
@@ -195,6 +200,121 @@ TYPED_TEST(EmulatedMatmul, BackwardThroughGelu) {
     EXPECT_LE(rel_error(gdb.values(), db), tolerance<T>()) << "dbias";
     EXPECT_EQ(mm.fused_gelu_calls(), fusion ? 1 : 0);
     EXPECT_EQ(mm.unfused_gelu_calls(), fusion ? 0 : 1);
+  }
+}
+
+// Before its first fused GELU in a type, the Matmul checks what cuBLASLt's
+// GELU epilogues compute and fuses only if it is GPT-2's GELU: a library
+// whose forward or gradient epilogue uses another formula gets the GELU
+// kernel, so the layers still equal the CPU's; one within tolerance (erf)
+// is fused. Always fusing fails the sigmoid cases; never fusing fails the
+// counts.
+TYPED_TEST(EmulatedMatmul, GeluEpilogueChecked) {
+  using T = TypeParam;
+  using F = host_cublaslt::GeluFormula;
+  using R = GeluEpilogueCheck::Result;
+  constexpr bool is_fp32 = std::is_same_v<T, float>;
+  struct Case {
+    const char* name;
+    F gelu, dgelu;
+    R want;
+    const char* closest;  // checked in fp32 (bf16 rounding hides erf's difference)
+  };
+  const int64_t OC = 40;
+  const Layer l = layer<T>(OC, 50);
+  const auto pre = cpu_forward(l, OC, true);
+  std::vector<float> act(pre.size());
+  cpu::gelu_forward(act.data(), rounded<T>(pre).data(), int64_t(pre.size()));
+  const auto dout = rounded<T>(randn(kN * OC, 1.f, 51)), pre_b = rounded<T>(randn(kN * kC, 1.5f, 52));
+  std::vector<float> dx(kN * kC), dw(OC * kC);
+  cpu::linear_backward(dx.data(), dw.data(), static_cast<float*>(nullptr), dout.data(), l.x.data(), l.w.data(), kN,
+                       kC, OC);
+  cpu::gelu_backward(dx.data(), pre_b.data(), rounded<T>(dx).data(), kN * kC);
+  for (const Case& k : {Case{"tanh", F::kTanh, F::kTanh, R::kMatches, "tanh"},
+                        Case{"erf", F::kErf, F::kErf, R::kMatches, "erf"},
+                        Case{"sigmoid forward", F::kSigmoid, F::kTanh, R::kDiffers, nullptr},
+                        Case{"sigmoid gradient", F::kTanh, F::kSigmoid, R::kDiffers, nullptr}}) {
+    SCOPED_TRACE(k.name);
+    host_cublaslt::hooks().gelu = k.gelu;
+    host_cublaslt::hooks().dgelu = k.dgelu;
+    Matmul mm(&this->alloc);
+    EXPECT_EQ(mm.gelu_check<T>().result, R::kNotRun);
+    Buf<T> x(&this->alloc, l.x), w(&this->alloc, l.w), b(&this->alloc, l.b), go(&this->alloc, dout),
+        gp(&this->alloc, pre_b);
+    Buf<T> out(&this->alloc, kN * OC), gout(&this->alloc, kN * OC), gdx(&this->alloc, kN * kC);
+    mm.linear_forward<T>(out.data(), x.data(), w.data(), b.data(), kN, kC, OC, nullptr, gout.data());
+    const GeluEpilogueCheck c = mm.gelu_check<T>();
+    EXPECT_EQ(c.result, k.want) << describe(c, !is_fp32);
+    EXPECT_TRUE(c.pre_activation_exact);
+    if (k.want == R::kMatches) {
+      // erf: 4.7e-4 (8.7e-4 in the gradient) off the tanh form, which in
+      // bf16 flips some roundings: an ulp, 1/64 at 4.
+      const double bound = k.gelu == F::kTanh ? 1e-6 : is_fp32 ? 1e-3 : 1.0 / 32;
+      EXPECT_LE(c.forward_error, bound);
+      EXPECT_LE(c.backward_error, bound);
+      if (is_fp32) {
+        EXPECT_EQ(c.closest, k.closest);
+      }
+    } else {
+      EXPECT_GT(std::max(c.forward_error, c.backward_error), 1e-2);
+    }
+    // The layers as training calls them, forward and through the MLP
+    // projection's gradient; the second call answers from the verdict.
+    mm.linear_backward<T>(gdx.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr), go.data(), x.data(),
+                          w.data(), kN, kC, OC, nullptr, gp.data());
+    mm.linear_forward<T>(out.data(), x.data(), w.data(), b.data(), kN, kC, OC, nullptr, gout.data());
+    const bool fused = k.want == R::kMatches;
+    EXPECT_EQ(mm.fused_gelu_calls(), fused ? 3 : 0);
+    EXPECT_EQ(mm.unfused_gelu_calls(), fused ? 0 : 3);
+    if (k.gelu == F::kTanh || !fused) {  // the exact GELU: the CPU's
+      EXPECT_LE(rel_error(out.values(), pre), tolerance<T>()) << "pre-activation";
+      EXPECT_LE(rel_error(gout.values(), act), tolerance<T>()) << "GELU";
+      EXPECT_LE(rel_error(gdx.values(), dx), tolerance<T>()) << "dinp * GELU'";
+    }
+  }
+}
+
+// The verdict itself, on outputs made up on the host: GPT-2's GELU with a
+// hardware tanh's error (2^-11 relative on tanh) passes; one wrong saved
+// pre-activation, one NaN or a sign error in the gradient fails.
+TEST(GeluEpilogueJudge, ToleranceAndFailures) {
+  const std::vector<float> x = gelu_check_inputs();
+  ASSERT_EQ(x.size(), 384u);
+  EXPECT_EQ(x.front(), -6.f);
+  EXPECT_EQ(x.back(), 6.f - 1.f / 32);
+  std::vector<float> fwd(x.size()), bwd(x.size()), fast(x.size()), one(x.size(), 1.f);
+  cpu::gelu_forward(fwd.data(), x.data(), int64_t(x.size()));
+  cpu::gelu_backward(bwd.data(), x.data(), one.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double k = 0.7978845608028654, u = k * (x[i] + 0.044715 * x[i] * x[i] * x[i]);
+    fast[i] = float(0.5 * x[i] * (1 + std::tanh(u) * (1 + ((i % 2) ? 1 : -1) * std::ldexp(1.0, -11))));
+  }
+  for (bool is_bf16 : {false, true}) {
+    SCOPED_TRACE(is_bf16 ? "bf16" : "fp32");
+    const std::vector<float> f = is_bf16 ? rounded<bf16>(fwd) : fwd, b = is_bf16 ? rounded<bf16>(bwd) : bwd;
+    GeluEpilogueCheck c = judge_gelu_epilogue(x, x, f, b, is_bf16);
+    EXPECT_EQ(c.result, GeluEpilogueCheck::Result::kMatches) << describe(c, is_bf16);
+    EXPECT_EQ(c.closest, "tanh");
+    EXPECT_LE(c.forward_error, is_bf16 ? 0.05 : 1e-6);  // bf16: at most an ulp (0.03 at 6) of rounding
+    c = judge_gelu_epilogue(x, x, is_bf16 ? rounded<bf16>(fast) : fast, b, is_bf16);
+    EXPECT_EQ(c.result, GeluEpilogueCheck::Result::kMatches) << describe(c, is_bf16);
+    if (!is_bf16) {
+      EXPECT_GT(c.forward_error, 1e-4);
+    }
+    std::vector<float> wrong = x;
+    wrong[100] += 1.f / 32;
+    c = judge_gelu_epilogue(x, wrong, f, b, is_bf16);
+    EXPECT_EQ(c.result, GeluEpilogueCheck::Result::kDiffers);
+    EXPECT_FALSE(c.pre_activation_exact);
+    EXPECT_NE(describe(c, is_bf16).find("pre-activation is wrong"), std::string::npos) << describe(c, is_bf16);
+    wrong = f;
+    wrong[7] = std::nanf("");
+    EXPECT_EQ(judge_gelu_epilogue(x, x, wrong, b, is_bf16).result, GeluEpilogueCheck::Result::kDiffers);
+    wrong = b;
+    for (float& v : wrong) v = -v;
+    c = judge_gelu_epilogue(x, x, f, wrong, is_bf16);
+    EXPECT_EQ(c.result, GeluEpilogueCheck::Result::kDiffers);
+    EXPECT_NE(describe(c, is_bf16).find("do not compute GPT-2's GELU"), std::string::npos) << describe(c, is_bf16);
   }
 }
 

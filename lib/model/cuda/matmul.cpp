@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "core/logging.hpp"
 #include "model/cuda/bias_grad.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/gelu.hpp"
@@ -134,7 +136,8 @@ void Matmul::linear_forward(T* out, const T* inp, const T* w, const T* bias, int
   // out^T[OC, N] = W[OC, C] (col-major view of W^T, transposed) x inp^T[C, N].
   if (gelu_out) {
     // Fused: D = GELU(x W^T + b) into gelu_out, pre-activation into `out` (aux).
-    if (fusion_ && gemm<T>(true, false, OC, N, C, w, C, inp, C, nullptr, gelu_out, OC, 0.f, bias, kGeluAux, out, OC, s)) {
+    if (fusion_ && gelu_fusion_ok<T>(s) &&
+        gemm<T>(true, false, OC, N, C, w, C, inp, C, nullptr, gelu_out, OC, 0.f, bias, kGeluAux, out, OC, s)) {
       ++fused_calls_;
       return;
     }
@@ -156,7 +159,7 @@ void Matmul::linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* i
   if (dinp) {
     // dinp^T[C, N] = W^T[C, OC] x dout^T[OC, N].
     bool done = false;
-    if (gelu_pre && fusion_) {
+    if (gelu_pre && fusion_ && gelu_fusion_ok<T>(s)) {
       done = gemm<T>(false, false, C, N, OC, w, C, dout, OC, nullptr, dinp, C, 0.f, nullptr, kDGelu, gelu_pre, C, s);
       if (done) ++fused_calls_;
     }
@@ -173,6 +176,80 @@ void Matmul::linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* i
     gemm<T>(false, true, C, OC, N, inp, C, dout, OC, dw, dw, C, 1.f, nullptr, kNone, nullptr, 0, s);
   }
   if (dbias) bias_grad(dbias, dout, N, OC, s);
+}
+
+template <typename T>
+bool Matmul::gelu_fusion_ok(cudaStream_t s) {
+  if (checking_) return true;
+  constexpr bool is_bf16 = !std::is_same_v<T, float>;
+  GeluEpilogueCheck& c = gelu_check_[is_bf16];
+  if (c.result == GeluEpilogueCheck::Result::kNotRun) {
+    c = run_gelu_check<T>(s);
+    if (is_log_rank()) {
+      if (c.result == GeluEpilogueCheck::Result::kMatches)
+        spdlog::info("{}", describe(c, is_bf16));
+      else
+        spdlog::warn("{}", describe(c, is_bf16));
+    }
+  }
+  return c.result == GeluEpilogueCheck::Result::kMatches;
+}
+
+// Both GELU products through the public entry points, so the check runs the
+// exact path training takes (descriptors, epilogue, aux layout), at shapes
+// whose products are exact: every row of the result is the sweep x.
+template <typename T>
+GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
+  const std::vector<float> x = gelu_check_inputs();
+  const int64_t X = int64_t(x.size()), R = 16;  // R rows (tokens) of X values; inner dimension R
+  // Forward, as the MLP's first layer: pre[R, X] = inp[R, R] W[X, R]^T + b
+  // with inp's first column ones (the rest zero), W's first column x - b and
+  // b alternately 0 and 1/2.
+  std::vector<float> inp(static_cast<size_t>(R * R)), w(static_cast<size_t>(X * R)), b(x.size());
+  for (int64_t r = 0; r < R; ++r) inp[size_t(r * R)] = 1;
+  for (int64_t o = 0; o < X; ++o) {
+    b[size_t(o)] = float(o % 2) / 2;
+    w[size_t(o * R)] = x[size_t(o)] - b[size_t(o)];
+  }
+  // Backward, as the MLP's projection: dinp[R, X] = (dout[R, R] W2[R, X]) *
+  // GELU'(pre) with dout's first column and W2's first row ones: dout W2 = 1.
+  std::vector<float> w2(static_cast<size_t>(R * X)), x_rows(static_cast<size_t>(R * X));
+  for (int64_t c = 0; c < X; ++c) w2[size_t(c)] = 1;
+  for (int64_t i = 0; i < R * X; ++i) x_rows[size_t(i)] = x[size_t(i % X)];
+  auto upload = [&](const std::vector<float>& v) {
+    DeviceBuffer<T> d(v.size(), MemCategory::kScratch, alloc_, false);
+    const std::vector<T> t(v.begin(), v.end());
+    GPT_CUDA_OK(cudaMemcpyAsync(d.data(), t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+    GPT_CUDA_OK(cudaStreamSynchronize(s));  // t goes out of scope
+    return d;
+  };
+  auto download = [&](const DeviceBuffer<T>& d) {
+    std::vector<T> t(d.size());
+    GPT_CUDA_OK(cudaMemcpyAsync(t.data(), d.data(), t.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
+    GPT_CUDA_OK(cudaStreamSynchronize(s));
+    return std::vector<float>(t.begin(), t.end());
+  };
+  const DeviceBuffer<T> d_inp = upload(inp), d_w = upload(w), d_b = upload(b), d_dout = upload(inp),
+                        d_w2 = upload(w2), d_pre_in = upload(x_rows);
+  DeviceBuffer<T> pre(size_t(R * X), MemCategory::kScratch, alloc_), act(size_t(R * X), MemCategory::kScratch, alloc_),
+      dinp(size_t(R * X), MemCategory::kScratch, alloc_);
+  const int64_t fused_before = fused_calls_, unfused_before = unfused_calls_;
+  checking_ = true;
+  struct Restore {
+    Matmul* m;
+    int64_t fused, unfused;
+    ~Restore() { m->checking_ = false, m->fused_calls_ = fused, m->unfused_calls_ = unfused; }
+  } restore{this, fused_before, unfused_before};
+  linear_forward<T>(pre.data(), d_inp.data(), d_w.data(), d_b.data(), R, R, X, s, act.data());
+  const bool forward_fused = fused_calls_ == fused_before + 1;
+  linear_backward<T>(dinp.data(), nullptr, nullptr, d_dout.data(), nullptr, d_w2.data(), R, X, R, s, d_pre_in.data());
+  const bool backward_fused = fused_calls_ == fused_before + 2;
+  if (!forward_fused || !backward_fused) {
+    GeluEpilogueCheck c;
+    c.result = GeluEpilogueCheck::Result::kNoAlgorithm;
+    return c;
+  }
+  return judge_gelu_epilogue(x_rows, download(pre), download(act), download(dinp), !std::is_same_v<T, float>);
 }
 
 template <typename T>

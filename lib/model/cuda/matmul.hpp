@@ -10,7 +10,9 @@
 // gradient applied to the input gradient (DGELU). When cuBLASLt offers no
 // algorithm for a fused epilogue on some shape or alignment, the same result
 // is computed with a plain GEMM and the GELU kernel (gelu.hpp); tests run
-// both paths.
+// both paths. Before its first fused GELU in a type, the Matmul checks that
+// cuBLASLt's epilogues compute GPT-2's tanh GELU (gelu_epilogue_check.hpp)
+// and fuses only if they do; the verdict is logged once.
 //
 // Descriptors, layouts and the chosen algorithm are cached per shape (and
 // pointer alignment class): after the first step no descriptor is built.
@@ -25,8 +27,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include "core/cuda/device_memory.hpp"
+#include "model/cuda/gelu_epilogue_check.hpp"
 #include "model/cuda/types.hpp"
 
 namespace gpt::cuda {
@@ -64,6 +68,12 @@ class Matmul {
   int64_t fused_gelu_calls() const { return fused_calls_; }
   int64_t unfused_gelu_calls() const { return unfused_calls_; }
   size_t cached_plans() const { return plans_.size(); }
+  // The GELU epilogue check's verdict for storage type T (kNotRun until the
+  // first fused GELU in T asks for it).
+  template <typename T>
+  const GeluEpilogueCheck& gelu_check() const {
+    return gelu_check_[std::is_same_v<T, float> ? 0 : 1];
+  }
 
   struct Plan;  // cached descriptors + algorithm (matmul.cpp)
 
@@ -75,6 +85,13 @@ class Matmul {
   bool gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
             int64_t ldb, const T* Cm, T* D, int64_t ldd, float beta, const T* bias, int epilogue, const T* aux,
             int64_t aux_ld, cudaStream_t s);
+  // Whether the fused GELU path may be used in T: runs the epilogue check on
+  // stream s the first time (one small product each way and one host wait,
+  // during the first step), then answers from its verdict.
+  template <typename T>
+  bool gelu_fusion_ok(cudaStream_t s);
+  template <typename T>
+  GeluEpilogueCheck run_gelu_check(cudaStream_t s);
   template <typename T>
   void bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s);
 
@@ -84,6 +101,8 @@ class Matmul {
   DeviceBuffer<float> bias_scratch_;
   std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>> plans_;
   bool fusion_ = true;
+  std::array<GeluEpilogueCheck, 2> gelu_check_;  // fp32, bf16
+  bool checking_ = false;                        // inside run_gelu_check: fuse as asked
   int64_t fused_calls_ = 0, unfused_calls_ = 0;
 };
 

@@ -93,8 +93,28 @@ double stored(cudaDataType_t t, double v) {
 }
 
 constexpr double kSqrt2OverPi = 0.7978845608028654, kCoeff = 0.044715;
-double gelu(double x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + kCoeff * x * x * x))); }
+double gelu(double x) {
+  switch (hooks().gelu) {
+    case GeluFormula::kErf:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case GeluFormula::kSigmoid:
+      return x / (1 + std::exp(-1.702 * x));
+    case GeluFormula::kTanh:
+      break;
+  }
+  return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + kCoeff * x * x * x)));
+}
 double gelu_grad(double x) {
+  switch (hooks().dgelu) {
+    case GeluFormula::kErf:
+      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    case GeluFormula::kSigmoid: {
+      const double s = 1 / (1 + std::exp(-1.702 * x));
+      return s + 1.702 * x * s * (1 - s);
+    }
+    case GeluFormula::kTanh:
+      break;
+  }
   const double th = std::tanh(kSqrt2OverPi * (x + kCoeff * x * x * x));
   return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * kSqrt2OverPi * (1 + 3 * kCoeff * x * x);
 }

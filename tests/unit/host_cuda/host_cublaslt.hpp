@@ -8,8 +8,9 @@
 //    data type (fp32 or bf16), the compute type is 32F, the scale type fp32;
 //  - epilogues DEFAULT, BIAS (a bias of D's rows broadcast over columns),
 //    GELU_AUX(_BIAS) (D = GELU(x), x itself stored to the aux matrix) and
-//    DGELU (D = x * GELU'(aux)), GELU being the tanh approximation; the aux
-//    leading dimension must be divisible by 8 and at least D's rows;
+//    DGELU (D = x * GELU'(aux)), GELU being the tanh approximation (or
+//    another formula: Hooks::gelu, Hooks::dgelu); the aux leading
+//    dimension must be divisible by 8 and at least D's rows;
 //  - attribute sizes checked against the types the header documents.
 // Accumulation is in double and rounded once to D's type, so a test can
 // tell rounding from indexing.
@@ -17,7 +18,13 @@
 
 namespace host_cublaslt {
 
+// What the GELU epilogues evaluate: GPT-2's tanh form (the default), or
+// another formula a library could use, to test the Matmul's check of them.
+enum class GeluFormula { kTanh, kErf, kSigmoid };
+
 struct Hooks {
+  GeluFormula gelu = GeluFormula::kTanh;   // GELU_AUX(_BIAS)
+  GeluFormula dgelu = GeluFormula::kTanh;  // DGELU
   bool refuse_gelu_heuristic = false;  // the heuristic finds no algorithm for GELU epilogues
   bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
   long heuristic_calls = 0;
