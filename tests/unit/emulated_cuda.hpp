@@ -29,7 +29,8 @@
 //  - cp.async (commit/wait_group): the destination is NaN (0xFF) from issue
 //    and the copy lands at the wait that covers it, so both a read too early
 //    and an overwrite while another warp still reads show; a launch fails if
-//    a thread ends with copies it never waited for;
+//    a thread ends with copies it never waited for; their stores' bank
+//    conflicts are counted (CpAsyncStats);
 //  - launch_kernel (the CUDA backend's launches): the grid and block limits
 //    every GPU has; more than 48 KiB of dynamic shared memory needs the
 //    kernel's cudaFuncSetAttribute opt-in; each launch's block size and
@@ -39,7 +40,8 @@
 //    runtime's stream order (host_cuda/host_streams.cpp) gets to it.
 // What it does not: timing, occupancy and register limits (checked from
 // ptxas's counts: scripts/kernel_resources.py), bank conflicts other than
-// ldmatrix's (LdmatrixStats), concurrent kernels (one runs at a time).
+// ldmatrix's (LdmatrixStats) and cp.async's stores (CpAsyncStats),
+// concurrent kernels (one runs at a time).
 #pragma once
 
 // The CUDA headers first: with a host compiler they define __device__,
@@ -59,6 +61,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <functional>
 #include <map>
 #include <vector>
@@ -119,6 +122,7 @@ struct Fiber {
   bool done = true;
   std::vector<PendingCopy> open_group;
   std::vector<std::vector<PendingCopy>> groups;
+  unsigned copies_issued = 0;  // this block: the n-th cp.async of this thread
 };
 
 // A barrier over `expected` fibers: the last to arrive completes the phase,
@@ -142,6 +146,12 @@ struct BlockState {
   std::vector<Barrier> warps;
   std::vector<float> shfl;
   std::vector<MmaSlot> mma;
+  // Every cp.async destination of the block: which thread, its how-manieth
+  // copy, the shared-memory offset (bank conflicts, counted at the block's end).
+  struct CopyStore {
+    unsigned thread, seq, offset;
+  };
+  std::vector<CopyStore> copy_stores;
 };
 
 // The threads of a block that can run (not waiting at a barrier, not
@@ -216,6 +226,39 @@ inline void require_shared16(const unsigned char* p, const char* what) {
   if (p < g_smem || p + 16 > g_smem + kSmemCapacity) fail(std::string(what) + " outside shared memory");
 }
 
+// Shared memory bank conflicts of cp.async's 16-byte stores, counted over
+// every launch since the last reset_cp_async_stats(). The n-th copies of a
+// warp's threads are one instruction (the kernels' copy loops are uniform
+// across a warp); a 16-byte access is served a quarter warp (8 lanes, 128
+// bytes) per wavefront, conflict-free when the quarter's distinct
+// destinations fall on distinct 4-bank groups ((offset / 16) mod 8), else in
+// as many wavefronts as the most crowded group holds.
+struct CpAsyncStats {
+  uint64_t requests = 0;          // quarter-warp store requests
+  uint64_t extra_wavefronts = 0;  // wavefronts beyond one per request
+};
+inline CpAsyncStats g_cp_async_stats;
+inline void reset_cp_async_stats() { g_cp_async_stats = {}; }
+inline void count_cp_async_conflicts(std::vector<BlockState::CopyStore>& stores) {
+  std::sort(stores.begin(), stores.end(), [](const auto& a, const auto& b) {
+    return std::tuple(a.thread / 8, a.seq, a.thread) < std::tuple(b.thread / 8, b.seq, b.thread);
+  });
+  for (size_t i = 0; i < stores.size();) {
+    size_t j = i;
+    int in_group[8] = {};
+    while (j < stores.size() && stores[j].thread / 8 == stores[i].thread / 8 && stores[j].seq == stores[i].seq) {
+      bool repeat = false;  // the same destination twice is one access
+      for (size_t q = i; q < j; ++q) repeat = repeat || stores[q].offset / 16 == stores[j].offset / 16;
+      if (!repeat) ++in_group[stores[j].offset / 16 % 8];
+      ++j;
+    }
+    g_cp_async_stats.requests += 1;
+    g_cp_async_stats.extra_wavefronts += uint64_t(*std::max_element(in_group, in_group + 8) - 1);
+    i = j;
+  }
+  stores.clear();
+}
+
 // A fiber runs the body once per block: after each, it reports done and
 // waits for the scheduler to start it on the next block. A rule broken in
 // any thread (an exception) aborts the process with its message, as a
@@ -277,7 +320,7 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   for (unsigned k = 0; k < grid.x * grid.y; ++k) {
     blockIdx = dim3(k % grid.x, k / grid.x);
     std::memset(g_smem, 0xFF, kSmemCapacity);
-    for (int t = 0; t < threads; ++t) fibers[size_t(t)]->done = false;
+    for (int t = 0; t < threads; ++t) fibers[size_t(t)]->done = false, fibers[size_t(t)]->copies_issued = 0;
     g_sched.ready.fill(unsigned(threads));
     const bool lowest_first = k % 2 == 0;
     for (int t; (t = lowest_first ? g_sched.ready.lowest() : g_sched.ready.highest()) >= 0;)
@@ -289,6 +332,7 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
                    "(a barrier not every thread reaches)\n", waiting, blockIdx.x, blockIdx.y);
       std::abort();
     }
+    count_cp_async_conflicts(state.copy_stores);
     for (size_t i = smem_bytes; i < kSmemCapacity; ++i)
       if (g_smem[i] != 0xFF) {
         std::fprintf(stderr, "emulated CUDA: shared memory written at byte %zu, past the launch's %zu (block %u,%u)\n",
@@ -413,6 +457,7 @@ struct LdmatrixStats {
 inline LdmatrixStats g_ldmatrix_stats;
 inline void reset_ldmatrix_stats() { g_ldmatrix_stats = {}; }
 
+
 // ldmatrix.m8n8.x4 (.trans) b16, collective over the warp: lane 8i + r
 // gives the address of row r of matrix i, which must be 16-byte aligned and
 // lie in the launch's shared memory; lane (g, t) gets elements (g, 2t),
@@ -455,6 +500,7 @@ inline void cp_async_16(void* dst, const void* src) {
   if (reinterpret_cast<uintptr_t>(src) % 16 != 0) fail("cp.async source not 16-byte aligned");
   PendingCopy c{d, {}};
   std::memcpy(c.bytes, src, 16);
+  block_state().copy_stores.push_back({t_linear_tid, this_thread().copies_issued++, unsigned(d - g_smem)});
   std::memset(d, 0xFF, 16);  // undefined until the wait: a read before it gets NaN
   this_thread().open_group.push_back(c);
 }

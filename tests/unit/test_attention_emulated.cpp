@@ -116,14 +116,24 @@ void check(const Case& k) {
                           {B, Tn, C, NH});
 
   // The tensor-core kernels' padded tiles make every ldmatrix conflict-free
-  // (attention_tc_kernels.cuh, kLd): one wavefront per 8 x 8 matrix.
+  // (attention_tc_kernels.cuh, kLd): one wavefront per 8 x 8 matrix; and
+  // the order the tile loads give rows to lanes (tile_chunk) makes every
+  // cp.async store conflict-free: one wavefront per quarter warp.
   auto expect_no_bank_conflicts = [&](const char* pass) {
     if (k.family != Family::kTensorCoreBf16) return;
     const auto st = emulated_cuda::g_ldmatrix_stats;
     EXPECT_GT(st.matrices, 0u) << pass;
     EXPECT_EQ(st.extra_wavefronts, 0u) << pass << ": bank conflicts in " << st.matrices << " ldmatrix matrices";
+    const auto cp = emulated_cuda::g_cp_async_stats;
+    EXPECT_GT(cp.requests, 0u) << pass;
+    EXPECT_EQ(cp.extra_wavefronts, 0u) << pass << ": bank conflicts, " << cp.extra_wavefronts
+                                       << " extra wavefronts in " << cp.requests << " quarter-warp cp.async stores";
   };
-  emulated_cuda::reset_ldmatrix_stats();
+  auto reset_stats = [] {
+    emulated_cuda::reset_ldmatrix_stats();
+    emulated_cuda::reset_cp_async_stats();
+  };
+  reset_stats();
   forward<T, HS>(k.family, out.data(), lse.data(), qkv.data(), k);
   expect_no_bank_conflicts("forward");
   const std::vector<float> out_f = out.values();
@@ -146,7 +156,7 @@ void check(const Case& k) {
     }
   EXPECT_LE(rel_error(delta.values(), delta_ref), 1e-6) << "delta";  // the same sums in the same order: measured 0
 
-  emulated_cuda::reset_ldmatrix_stats();
+  reset_stats();
   backward<T, HS>(k.family, dqkv.data(), dy.data(), qkv.data(), lse.data(), delta.data(), k);
   expect_no_bank_conflicts("backward");
   const std::vector<float> dqkv_f = dqkv.values();

@@ -91,11 +91,34 @@ struct Place {
 // bf16 matrix into a padded shared tile, 16 bytes each (cp.async with
 // kAsyncTileLoads: the tile is there after cp_async_wait and a barrier);
 // rows at or past Tn are zeroed directly.
+// Copy e of a tile (0 <= e < 64 * HS / 8) fills this row and 16-byte chunk.
+// A quarter warp's eight 16-byte stores are one shared-memory wavefront when
+// they land on distinct 4-bank groups ((byte offset / 16) mod 8). At HS = 64
+// a quarter fills one padded row: eight consecutive groups. At HS = 32 it
+// fills two rows, whose starts are 5 groups apart per row (80-byte rows):
+// adjacent rows r, r + 1 would share a group (two wavefronts), rows r and
+// r + 4 take groups 5r..5r+3 and 5r+4..5r+7 mod 8, disjoint. The emulator
+// counts these stores' conflicts (test_attention_emulated).
+struct TileChunk {
+  int row, chunk;
+};
+template <int HS>
+__device__ __forceinline__ TileChunk tile_chunk(int e) {
+  if constexpr (HS == 64) {
+    return {e / 8, e % 8};
+  } else {
+    static_assert(HS == 32, "head sizes 32 and 64");
+    const int j = e % 8;  // lane within the quarter warp
+    return {e / 32 * 8 + e / 8 % 4 + 4 * (j / 4), j % 4};
+  }
+}
+
 template <int HS>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
   constexpr int kChunks = HS / 8;
   for (int e = threadIdx.x; e < kTileRows * kChunks; e += kThreads) {
-    const int r = e / kChunks, c = e % kChunks, row = row0 + r;
+    const auto [r, c] = tile_chunk<HS>(e);
+    const int row = row0 + r;
     bf16* d = dst + r * kLd<HS> + c * 8;
     if (row >= Tn)
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
