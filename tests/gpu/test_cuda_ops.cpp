@@ -24,6 +24,7 @@
 #include "model/cpu/matmul.hpp"
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/attention.hpp"
+#include "model/cuda/bias_grad.hpp"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/embedding.hpp"
@@ -136,6 +137,39 @@ TYPED_TEST(CudaOps, GeluEpilogueVerdict) {
   ASSERT_NE(c.result, GeluEpilogueCheck::Result::kNotRun);
   EXPECT_EQ(mm.fused_gelu_calls() == 1, c.result == GeluEpilogueCheck::Result::kMatches) << verdict;
   expect_close<T>(gelu.download(), ref_gelu, "gelu");
+}
+
+// The bias gradient alone (the linear layers' tests run it too): a column
+// per lane (OC = 75, not a whole number of 16-byte vectors) and 16-byte
+// vectors (OC = 768, GPT-2's width), one part and many; accumulated into a
+// non-zero gradient, the same bits on a second run.
+TYPED_TEST(CudaOps, BiasGradient) {
+  using T = TypeParam;
+  for (int64_t OC : {75, 768}) {
+    for (int64_t N : {70, 4100}) {
+      SCOPED_TRACE(testing::Message() << "OC=" << OC << " N=" << N);
+      const auto dout = input<T>(N * OC, 1.f, 60), db0 = input<T>(OC, 1.f, 61);
+      std::vector<float> want = db0;
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < OC; ++c) want[c] += dout[r * OC + c];
+      Dev<T> d_dout(dout);
+      Dev<float> scratch(size_t(bias_grad_scratch(N, OC)));
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        Dev<T> db(db0);
+        bias_grad(db.data(), d_dout.data(), scratch.data(), N, OC, nullptr);
+        const std::vector<float> got = db.download();
+        expect_close<T>(got, want, "dbias");
+        db.check_guards();
+        if (run == 0) {
+          first = got;
+        } else {
+          EXPECT_EQ(got, first) << "not repeatable";
+        }
+      }
+      scratch.check_guards();
+    }
+  }
 }
 
 template <typename T>

@@ -134,31 +134,53 @@ TYPED_TEST(EmulatedSimpleKernels, GeluForwardBackward) {
 }
 
 // dbias += column sums of dout[N, OC] through the partial sums of 2-D
-// blocks (32 columns x 8 row lanes): OC = 75 leaves a partial column block;
-// N = 700 gives 3 parts of 234 rows (not a multiple of the 8 lanes), N =
-// 20000 the capped 64 parts.
+// blocks (32 column lanes x 8 row lanes), a lane taking one column (W = 1)
+// or one 16-byte vector of them (W = kVec): OC = 75 and 80 leave a partial
+// column block; N = 700 gives 3 parts of 234 rows with one column per lane
+// (not a multiple of the 8 row lanes) and 11 parts of 64 with vectors; N =
+// 20000 the capped 64 and 256 parts. With the same parts, both widths give
+// the same sums bit for bit.
+template <typename T, int W>
+std::vector<float> bias_grad_sums(const std::vector<float>& dout, const std::vector<float>& dbias0, int64_t N,
+                                  int64_t OC, const bias_grad_impl::LaunchPlan& l) {
+  namespace impl = bias_grad_impl;
+  Guarded<T> gdout(dout), gdbias(dbias0);
+  Guarded<float> partial(size_t(l.parts * OC));
+  emulated_cuda::launch(l.partial_grid, l.partial_block, 0, [&] {
+    impl::bias_grad_partial_kernel<W, T>(partial.data(), gdout.data(), N, OC, l.chunk);
+  });
+  emulated_cuda::launch(dim3(l.final_blocks), impl::LaunchPlan::kFinalThreads, 0, [&] {
+    impl::bias_grad_final_kernel<T>(gdbias.data(), partial.data(), l.parts, OC);
+  });
+  EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact());
+  return gdbias.values();
+}
+
 TYPED_TEST(EmulatedSimpleKernels, BiasGradient) {
   using T = TypeParam;
   namespace impl = bias_grad_impl;
-  const int64_t OC = 75;
-  for (int64_t N : {700, 20000}) {
-    SCOPED_TRACE(testing::Message() << "N=" << N);
-    const auto dout = rounded<T>(randn(N * OC, 1.f, 50)), dbias0 = rounded<T>(randn(OC, 1.f, 51));
-    std::vector<float> want(dbias0);
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = 0; c < OC; ++c) want[c] += dout[r * OC + c];
-    const impl::LaunchPlan l = impl::launch_plan(N, OC);
-    EXPECT_EQ(l.parts, N == 700 ? 3 : impl::kMaxParts);
-    Guarded<T> gdout(dout), gdbias(dbias0);
-    Guarded<float> partial(size_t(l.parts * OC));
-    emulated_cuda::launch(l.partial_grid, l.partial_block, 0, [&] {
-      impl::bias_grad_partial_kernel<T>(partial.data(), gdout.data(), N, OC, l.chunk);
-    });
-    emulated_cuda::launch(dim3(l.final_blocks), impl::LaunchPlan::kFinalThreads, 0, [&] {
-      impl::bias_grad_final_kernel<T>(gdbias.data(), partial.data(), l.parts, OC);
-    });
-    EXPECT_LE(rel_error(gdbias.values(), want), tolerance<T>());
-    EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact());
+  constexpr int V = kVec<T>;
+  for (int64_t OC : {75, 80}) {
+    for (int64_t N : {700, 20000}) {
+      SCOPED_TRACE(testing::Message() << "OC=" << OC << " N=" << N);
+      const auto dout = rounded<T>(randn(N * OC, 1.f, 50)), dbias0 = rounded<T>(randn(OC, 1.f, 51));
+      std::vector<float> want(dbias0);
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < OC; ++c) want[c] += dout[r * OC + c];
+      const impl::LaunchPlan scalar = impl::launch_plan<1>(N, OC);
+      EXPECT_EQ(scalar.parts, N == 700 ? 3 : impl::kMaxParts<1>);
+      const auto got = bias_grad_sums<T, 1>(dout, dbias0, N, OC, scalar);
+      EXPECT_LE(rel_error(got, want), tolerance<T>()) << "one column per lane";
+      if (OC % V != 0) continue;
+      const impl::LaunchPlan vec = impl::launch_plan<V>(N, OC);
+      EXPECT_EQ(vec.parts, N == 700 ? 11 : impl::kMaxParts<V>);
+      EXPECT_LE(rel_error(bias_grad_sums<T, V>(dout, dbias0, N, OC, vec), want), tolerance<T>()) << "vectors";
+      // The scalar plan's parts with vector lanes (the grid's x shrinks by V).
+      impl::LaunchPlan same = scalar;
+      same.partial_grid.x = unsigned((OC + 32 * V - 1) / (32 * V));
+      const auto got_vec = bias_grad_sums<T, V>(dout, dbias0, N, OC, same);
+      EXPECT_EQ(got_vec, got) << "vectors, the scalar plan's parts";
+    }
   }
 }
 

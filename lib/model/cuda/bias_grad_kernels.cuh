@@ -11,46 +11,67 @@
 
 namespace gpt::cuda::detail::bias_grad_impl {
 
-constexpr int kThreadsY = 8;            // a block is 32 columns x kThreadsY row lanes
-constexpr int64_t kRowsPerPart = 256;   // rows per part (one block row), until
-constexpr int64_t kMaxParts = 64;       // the parts are capped: partial sums in fp32
+constexpr int kThreadsY = 8;  // a block is 32 column lanes x kThreadsY row lanes
 
-// Parts the N rows are split into; partial[] holds parts * OC floats.
+// Parts the N rows are split into (partial[] holds parts * OC floats): at
+// most kMaxParts of at least kRowsPerPart rows. With 16-byte loads (W > 1)
+// a block covers 32 * W columns, W times fewer blocks per part, so parts are
+// smaller and more (64 rows, up to 256) to keep the GPU's SMs busy: 768
+// blocks for GPT-2's narrowest bias (768 columns) at 16K rows.
+template <int W>
+constexpr int64_t kRowsPerPart = W == 1 ? 256 : 64;
+template <int W>
+constexpr int64_t kMaxParts = W == 1 ? 64 : 256;
+template <int W>
 inline int64_t parts_for(int64_t N) {
-  return std::min(kMaxParts, std::max<int64_t>(1, (N + kRowsPerPart - 1) / kRowsPerPart));
+  return std::min(kMaxParts<W>, std::max<int64_t>(1, (N + kRowsPerPart<W> - 1) / kRowsPerPart<W>));
 }
 
-// The two launches for dout[N, OC]: partial sums of `parts` parts of
-// `chunk` rows each, then one thread per column adding them in order.
+// The two launches for dout[N, OC] with W columns per lane: partial sums of
+// `parts` parts of `chunk` rows each, then one thread per column adding them
+// in order.
 struct LaunchPlan {
   int64_t parts, chunk;
   dim3 partial_grid, partial_block;
   unsigned final_blocks;
   static constexpr int kFinalThreads = 256;
 };
+template <int W>
 inline LaunchPlan launch_plan(int64_t N, int64_t OC) {
-  const int64_t parts = parts_for(N);
-  return {parts, (N + parts - 1) / parts, dim3(unsigned((OC + 31) / 32), unsigned(parts)), dim3(32, kThreadsY),
-          blocks_for(OC, LaunchPlan::kFinalThreads)};
+  const int64_t parts = parts_for<W>(N);
+  return {parts, (N + parts - 1) / parts, dim3(unsigned((OC + 32 * W - 1) / (32 * W)), unsigned(parts)),
+          dim3(32, kThreadsY), blocks_for(OC, LaunchPlan::kFinalThreads)};
 }
 
-// Block (x: 32 columns, y: part p), threads (32, kThreadsY): partial column
-// sums of rows [p * chunk, (p + 1) * chunk), thread row y taking every
-// kThreadsY-th row, into partial[p, OC].
-template <typename T>
+// Block (x: 32 lanes of W columns each, y: part p), threads (32, kThreadsY):
+// partial column sums of rows [p * chunk, (p + 1) * chunk), thread row y
+// taking every kThreadsY-th row, into partial[p, OC]. W = kVec<T> reads 16
+// bytes per row (OC a multiple of W, dout 16-byte aligned), W = 1 one
+// element. With the same parts and chunk, every W adds each column's values
+// in the same order (the same sums, bit for bit).
+template <int W, typename T>
 __global__ void bias_grad_partial_kernel(float* partial, const T* dout, int64_t N, int64_t OC, int64_t chunk) {
-  __shared__ float acc[kThreadsY][33];
-  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  __shared__ float acc[kThreadsY][W][33];
+  const int64_t col = (int64_t(blockIdx.x) * 32 + threadIdx.x) * W;
   const int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = min(N, r0 + chunk);
-  float s = 0.f;
+  float s[W] = {};
   if (col < OC)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kThreadsY) s += f32(dout[r * OC + col]);
-  acc[threadIdx.y][threadIdx.x] = s;
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kThreadsY) {
+      float v[W];
+      load_n<W>(v, dout + r * OC + col);
+#pragma unroll
+      for (int k = 0; k < W; ++k) s[k] += v[k];
+    }
+#pragma unroll
+  for (int k = 0; k < W; ++k) acc[threadIdx.y][k][threadIdx.x] = s[k];
   __syncthreads();
   if (threadIdx.y == 0 && col < OC) {
-    float t = 0.f;
-    for (int y = 0; y < kThreadsY; ++y) t += acc[y][threadIdx.x];
-    partial[int64_t(blockIdx.y) * OC + col] = t;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      float t = 0.f;
+      for (int y = 0; y < kThreadsY; ++y) t += acc[y][k][threadIdx.x];
+      partial[int64_t(blockIdx.y) * OC + col + k] = t;
+    }
   }
 }
 
