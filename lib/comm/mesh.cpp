@@ -93,4 +93,9 @@ DeviceMesh2D::DeviceMesh2D(MPI_Comm base, MeshShape shape, CommBackend backend, 
 
 DeviceMesh2D::~DeviceMesh2D() = default;
 
+void DeviceMesh2D::check_health() {
+  for (Communicator* c : {world_.get(), shard_comm_.get(), replicate_comm_.get()})
+    if (c) c->check_health();
+}
+
 }  // namespace gpt

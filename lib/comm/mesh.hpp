@@ -49,6 +49,8 @@ class DeviceMesh2D {
   Communicator& world() { return *world_; }
   Communicator& shard_group() { return *shard_comm_; }
   Communicator& replicate_group() { return *replicate_comm_; }
+  // Every communicator's check_health() (throws on an asynchronous failure).
+  void check_health();
 
  private:
   MeshShape shape_;

@@ -145,6 +145,13 @@ NcclCommunicator::~NcclCommunicator() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
+void NcclCommunicator::check_health() {
+  ncclResult_t r = ncclSuccess;
+  GPT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &r));
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw_gpu_error(ncclGetErrorString(r), "an NCCL collective (asynchronous error)", __FILE__, __LINE__);
+}
+
 WorkPtr NcclCommunicator::launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));
   GPT_CUDA_CHECK(cudaEventRecord(ready_, compute_));

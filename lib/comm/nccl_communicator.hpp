@@ -44,6 +44,7 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return "nccl"; }
   // The stream collectives follow and that waits for their results (default: the legacy stream 0).
   void set_compute_stream(void* s) override { compute_ = static_cast<cudaStream_t>(s); }
+  void check_health() override;
   cudaStream_t comm_stream() const { return stream_; }
 
   WorkPtr all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) override;

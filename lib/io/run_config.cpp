@@ -103,6 +103,10 @@ std::vector<Key> keys() {
        "collective backend: auto (nccl on cuda when every rank has its own GPU, else mpi) | mpi | nccl (cuda only). "
        "On cuda, mpi stages device buffers through host memory",
        false, [](C& c, P&, S v) { c.comm = one_of("comm", v, {"auto", "mpi", "nccl"}); }},
+      {"comm-timeout",
+       "cuda: seconds the host waits for the GPU (which may wait for a collective of other ranks) before it "
+       "declares the job stuck and ends every rank; NCCL errors are polled meanwhile (0: no limit)",
+       false, [](C& c, P&, S v) { c.comm_timeout_s = parse_float("comm-timeout", v, 0, 1e9); }},
       {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
        [](C& c, P&, S v) { c.mesh = v; }},
       {"threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", false,
@@ -288,6 +292,7 @@ nlohmann::json RunConfig::to_json() const {
       {"precision", precision == Precision::kBf16 ? "bf16" : "fp32"},
       {"reduce_dtype", reduce_dtype},
       {"comm", comm},
+      {"comm_timeout", comm_timeout_s},
       {"mesh", mesh},
       {"threads", threads},
       {"data", data},

@@ -33,6 +33,7 @@ struct RunConfig {
   double bucket_mb = 25;               // ddp gradient bucket
   DeviceKind device = DeviceKind::kCpu;
   std::string comm = "auto";  // collective backend: auto | mpi | nccl (auto resolved by the trainer)
+  double comm_timeout_s = 600;  // cuda: longest host wait for the GPU before the job is declared stuck (0: none)
   std::string mesh;          // "RxS"; empty: nodes x ranks per node
   Precision precision = Precision::kFp32;  // default: bf16 on cuda, fp32 on cpu
   std::string reduce_dtype = "fp32";       // gradient reduction: fp32 | bf16 (cuda)

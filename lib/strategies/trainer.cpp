@@ -180,6 +180,9 @@ struct Trainer::Impl {
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
     if (cfg.sample_tokens > 0) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    // A GPU wait that outlasts --comm-timeout, or a communicator failing
+    // while the host waits, is an error (and so ends every rank), not a hang.
+    if (backend) backend->set_watchdog(cfg.comm_timeout_s, [this] { mesh.check_health(); });
     tokens.resize(size_t(cfg.micro_batch) * cfg.seq_len);
     targets.resize(tokens.size());
     // MFU's denominator is the aggregate peak of all ranks: each measures its
@@ -288,6 +291,7 @@ struct Trainer::Impl {
 
   ~Impl() {
     if (ckpt_thread.joinable()) ckpt_thread.join();
+    if (backend) backend->set_watchdog(0, {});  // the check refers to the mesh
     if (ckpt_comm != MPI_COMM_NULL) MPI_Comm_free(&ckpt_comm);
   }
 

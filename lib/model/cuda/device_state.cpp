@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/cuda/host_wait.hpp"
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -46,7 +47,7 @@ double DeviceReplicatedState<T>::grad_norm() {
   for (auto& g : grads_) sum_squares(g.data(), int64_t(g.size()), norm_.data(), scratch_.data(), stream_);
   double sq = 0;
   GPT_CUDA_OK(cudaMemcpyAsync(&sq, norm_.data(), sizeof sq, cudaMemcpyDeviceToHost, stream_));
-  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+  wait_stream(stream_, "gradient norm");
   return std::sqrt(sq);
 }
 
@@ -63,7 +64,7 @@ void DeviceReplicatedState<T>::step(const AdamWHyper& h, const AdamWStep& s) {
 template <typename T>
 std::vector<float> DeviceReplicatedState<T>::master(size_t u) const {
   std::vector<float> out(master_[u].size());
-  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+  wait_stream(stream_, "master weights");
   GPT_CUDA_OK(cudaMemcpy(out.data(), master_[u].data(), out.size() * 4, cudaMemcpyDeviceToHost));
   return out;
 }

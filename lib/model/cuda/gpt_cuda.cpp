@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cuda/host_wait.hpp"
 #include "core/error.hpp"
 #include "model/cuda/attention.hpp"
 #include "model/cuda/check.hpp"
@@ -182,7 +183,7 @@ template <typename T>
 double DeviceGPT<T>::take_loss() {
   double sum = 0;
   GPT_CUDA_OK(cudaMemcpyAsync(&sum, loss_sum_.data(), sizeof sum, cudaMemcpyDeviceToHost, stream_));
-  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+  wait_stream(stream_, "loss");
   loss_sum_.zero(stream_);
   const double mean = rows_in_loss_ > 0 ? sum / double(rows_in_loss_) : 0.0;
   rows_in_loss_ = 0;
@@ -242,7 +243,7 @@ void DeviceGPT<T>::logits_row(const T* fin, const T* emb, int64_t row, float* ou
   if (row_logits_.size() == 0) row_logits_ = DeviceBuffer<float>(size_t(Vp), MemCategory::kScratch, alloc_);
   convert(row_logits_.data(), logits_.data(), Vp, stream_);
   GPT_CUDA_OK(cudaMemcpyAsync(out, row_logits_.data(), size_t(Vp) * 4, cudaMemcpyDeviceToHost, stream_));
-  GPT_CUDA_OK(cudaStreamSynchronize(stream_));
+  wait_stream(stream_, "sampling logits");
 }
 
 template class DeviceGPT<float>;

@@ -9,6 +9,7 @@
 #include "comm/bootstrap.hpp"
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
+#include "core/cuda/host_wait.hpp"
 #include "core/error.hpp"
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/check.hpp"
@@ -61,7 +62,7 @@ class DeviceArena final : public Arena {
   double end_norm() override {
     double v = 0;
     GPT_CUDA_OK(cudaMemcpyAsync(&v, norm_.data(), sizeof v, cudaMemcpyDeviceToHost, s_));
-    GPT_CUDA_OK(cudaStreamSynchronize(s_));
+    cuda::wait_stream(s_, "gradient norm");
     return v;
   }
   void end_norm_to(float* out) override { cuda::convert(out, norm_.data(), 1, s_); }
@@ -89,9 +90,9 @@ class DeviceArena final : public Arena {
       cuda::DeviceBuffer<float> tmp(size_t(n), MemCategory::kScratch, alloc_, false);
       GPT_CUDA_OK(cudaMemcpyAsync(tmp.data(), host, size_t(n) * 4, cudaMemcpyHostToDevice, s_));
       convert(dst, t, tmp.data(), DType::kF32, n);
-      GPT_CUDA_OK(cudaStreamSynchronize(s_));  // tmp is freed (and may be reused) next
+      cuda::wait_stream(s_, "upload");  // tmp is freed (and may be reused) next
     }
-    GPT_CUDA_OK(cudaStreamSynchronize(s_));  // the host buffer may go away after return
+    cuda::wait_stream(s_, "upload");  // the host buffer may go away after return
   }
   void download(float* host, const void* src, DType t, int64_t n) override {
     if (n == 0) return;
@@ -102,7 +103,7 @@ class DeviceArena final : public Arena {
       convert(tmp.data(), DType::kF32, src, t, n);
       GPT_CUDA_OK(cudaMemcpyAsync(host, tmp.data(), size_t(n) * 4, cudaMemcpyDeviceToHost, s_));
     }
-    GPT_CUDA_OK(cudaStreamSynchronize(s_));
+    cuda::wait_stream(s_, "download");
   }
 
  private:
@@ -151,6 +152,7 @@ class CudaBackend final : public DeviceBackend {
     name_ = cuda::device_name(device_);
   }
   ~CudaBackend() override {
+    cuda::set_watchdog({});  // its check may refer to communicators gone by now
     if (stream_) cudaStreamSynchronize(stream_);
     arena_.reset();
     mm_.reset();
@@ -166,6 +168,9 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
+  void set_watchdog(double timeout_s, std::function<void()> check) override {
+    cuda::set_watchdog({timeout_s, std::move(check)});
+  }
 
  private:
   DType pt_;

@@ -238,6 +238,10 @@ cudaError_t cudaStreamSynchronize(cudaStream_t h) {
   run_until(s, s->issued);
   return cudaSuccess;
 }
+// A GPU that finishes a stream's work as soon as the host asks whether it
+// has: the query runs it, and so counts as a stream wait (the bounded waits
+// of core/cuda/host_wait.hpp poll with it).
+cudaError_t cudaStreamQuery(cudaStream_t h) { return cudaStreamSynchronize(h); }
 
 namespace {
 Event* event_of(cudaEvent_t h) {
