@@ -14,7 +14,10 @@
 // separate GELU kernel; `fused` says which path ran (cuBLASLt may refuse the
 // fusion, or the Matmul's check of its GELU, gelu_epilogue_check.hpp, can
 // turn it off; the verdict is in the JSON as gelu_epilogue). FLOPs = 2*N*C*OC; epilogues and the GELU
-// kernel are inside the time, bias gradients (a separate kernel) are not.
+// kernel are inside the time. The bias gradients (a separate kernel,
+// model/cuda/bias_grad.hpp) are timed on their own, per layer with a bias,
+// reading 16-byte vectors and one element per lane, with GB/s of dout read
+// (JSON: bias_grad; torch_gpu_gemm.py times PyTorch's dout.sum(0) beside them).
 //
 //   bench_gpu_gemm [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                  [--precision bf16|fp32] [--iters 20]
@@ -30,6 +33,7 @@
 #include "core/cuda/device_query.hpp"
 #include "core/cuda/stream.hpp"
 #include "model/config.hpp"
+#include "model/cuda/bias_grad.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/gpt_cuda.hpp"
@@ -135,22 +139,10 @@ nlohmann::json time_case(const Case& c, cuda::Matmul& mm, Filler& fill, cuda::De
         break;
     }
   };
-  for (int i = 0; i < 3; ++i) run();  // warm-up: plans built, algorithms chosen
+  const double ms = bench::time_ms(run, iters, s);  // the warm-up builds plans and chooses algorithms
   const bool fused = c.gelu && mm.fused_gelu_calls() > fused_before;
-  cudaEvent_t e0, e1;
-  GPT_CUDA_OK(cudaEventCreate(&e0));
-  GPT_CUDA_OK(cudaEventCreate(&e1));
-  GPT_CUDA_OK(cudaEventRecord(e0, s));
-  for (int i = 0; i < iters; ++i) run();
-  GPT_CUDA_OK(cudaEventRecord(e1, s));
-  GPT_CUDA_OK(cudaEventSynchronize(e1));
-  float total = 0;
-  GPT_CUDA_OK(cudaEventElapsedTime(&total, e0, e1));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   mm.set_fusion(true);
   const auto [m, n, k] = mnk(l, c.pass);
-  const double ms = total / iters;
   const double tflops = ms > 0 ? 2.0 * double(m) * double(n) * double(k) / (ms * 1e-3) / 1e12 : 0;
   nlohmann::json row = {{"op", l.op}, {"pass", pass_name(c.pass)}, {"epilogue", epilogue_name(c)},
                         {"N", l.N},   {"C", l.C},                   {"OC", l.OC},
@@ -160,6 +152,25 @@ nlohmann::json time_case(const Case& c, cuda::Matmul& mm, Filler& fill, cuda::De
   std::printf("  %-8s %-5s %-18s %7lld %6lld %6lld %9.3f %9.1f\n", l.op, pass_name(c.pass), epilogue_name(c).c_str(),
               (long long)m, (long long)n, (long long)k, ms, tflops);
   return row;
+}
+
+// dbias += column sums of dout[N, OC] for one layer, at width 0 (the
+// launcher's choice: 16-byte vectors at these shapes) or 1.
+template <typename T>
+nlohmann::json time_bias_grad(const Layer& l, int width, Filler& fill, cuda::DeviceAllocator* alloc, int iters,
+                              cudaStream_t s) {
+  const auto A = MemCategory::kActivations;
+  cuda::DeviceBuffer<T> dout(l.N * l.OC, A, alloc), db(l.OC, A, alloc);
+  cuda::DeviceBuffer<float> scratch(size_t(cuda::bias_grad_scratch(l.N, l.OC)), MemCategory::kScratch, alloc);
+  fill.fill(dout);
+  const double ms = bench::time_ms(
+      [&] { cuda::bias_grad(db.data(), dout.data(), scratch.data(), l.N, l.OC, s, width); }, iters, s);
+  const double bytes = double(l.N) * double(l.OC) * sizeof(T);
+  const double gbps = ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0;
+  const int vec = int(16 / sizeof(T));  // the launcher's vector width (dout is 256-byte aligned)
+  const int elems = width == 1 || l.OC % vec != 0 ? 1 : vec;
+  std::printf("  %-8s %7lld %6lld %6d %9.3f %9.1f\n", l.op, (long long)l.N, (long long)l.OC, elems, ms, gbps);
+  return {{"op", l.op}, {"N", l.N}, {"OC", l.OC}, {"elements_per_lane", elems}, {"ms", ms}, {"gbps", gbps}};
 }
 
 template <typename T>
@@ -193,6 +204,13 @@ nlohmann::json run(const Args& a) {
   std::printf("# %-8s %-5s %-18s %7s %6s %6s %9s %9s\n", "op", "pass", "epilogue", "m", "n", "k", "ms", "TFLOP/s");
   nlohmann::json out = nlohmann::json::array();
   for (const Case& c : cases) out.push_back(time_case<T>(c, mm, fill, &alloc, a.iters, stream));
+  std::printf("# bias gradients (column sums of dout; GB/s of dout read)\n");
+  std::printf("# %-8s %7s %6s %6s %9s %9s\n", "op", "N", "OC", "elems", "ms", "GB/s");
+  nlohmann::json bias = nlohmann::json::array();
+  for (const Layer& l : layers) {
+    if (l.epi == Epilogue::kNone) continue;  // the LM head has no bias
+    for (int width : {0, 1}) bias.push_back(time_bias_grad<T>(l, width, fill, &alloc, a.iters, stream));
+  }
   // What cuBLASLt's GELU epilogues compute on this GPU (checked before the
   // first fused GELU above): whether fusion was allowed, and why.
   const cuda::GeluEpilogueCheck& g = mm.gelu_check<T>();
@@ -205,7 +223,7 @@ nlohmann::json run(const Args& a) {
                                 {"pre_activation_exact", g.pre_activation_exact},
                                 {"closest", g.closest},
                                 {"summary", cuda::describe(g, is_bf16)}};
-  return {{"results", out}, {"gelu_epilogue", check}};
+  return {{"results", out}, {"gelu_epilogue", check}, {"bias_grad", bias}};
 }
 
 }  // namespace
@@ -220,6 +238,7 @@ int main(int argc, char** argv) {
     const nlohmann::json r = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);
     return nlohmann::json{{"bench", "gemm"},         {"device", cuda::device_name(0)}, {"model", a.model},
                           {"precision", a.precision}, {"batch", a.batch},               {"seq", a.seq},
-                          {"iters", a.iters},         {"results", r["results"]},       {"gelu_epilogue", r["gelu_epilogue"]}};
+                          {"iters", a.iters},         {"results", r["results"]},       {"gelu_epilogue", r["gelu_epilogue"]},
+                          {"bias_grad", r["bias_grad"]}};
   });
 }

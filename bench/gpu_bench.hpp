@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "core/cuda/device_query.hpp"
+#include "model/cuda/check.hpp"
 
 namespace gpt::bench {
 
@@ -27,6 +29,24 @@ inline void add_shape_options(CLI::App& app, Shape& s, bool with_precision) {
   app.add_option("--batch", s.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
   app.add_option("--seq", s.seq, "sequence length")->check(CLI::PositiveNumber);
   if (with_precision) app.add_option("--precision", s.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+}
+
+// Milliseconds per call of `run` (which queues work on s), over `iters`
+// calls between two events, after 3 warm-up calls.
+inline double time_ms(const std::function<void()>& run, int iters, cudaStream_t s) {
+  for (int i = 0; i < 3; ++i) run();
+  cudaEvent_t e0, e1;
+  GPT_CUDA_OK(cudaEventCreate(&e0));
+  GPT_CUDA_OK(cudaEventCreate(&e1));
+  GPT_CUDA_OK(cudaEventRecord(e0, s));
+  for (int i = 0; i < iters; ++i) run();
+  GPT_CUDA_OK(cudaEventRecord(e1, s));
+  GPT_CUDA_OK(cudaEventSynchronize(e1));
+  float total = 0;
+  GPT_CUDA_OK(cudaEventElapsedTime(&total, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return total / iters;
 }
 
 // Runs `bench` on the first GPU and prints the JSON it returns.

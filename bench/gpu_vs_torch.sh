@@ -71,6 +71,16 @@ if gemm:
         tt = f"{t['tflops']:.1f}" if t else "-"
         print(f"  {r['op']:<8} {r['pass']:<5} {r['epilogue']:<18} {r['m']:>7} {r['n']:>6} {r['k']:>6} "
               f"{r['tflops']:>10.1f} {tt:>11} {ratio:>8}")
+    theirs = {r["op"]: r for r in (gemm_torch or {}).get("bias_grad", [])}
+    print("# bias gradients: ours (16-byte vectors / one element per lane) vs PyTorch's dout.sum(0), GB/s of dout read")
+    print(f"  {'op':<8} {'N':>7} {'OC':>6} {'vectors':>8} {'elements':>9} {'torch':>8} {'speed-up':>8}")
+    for op in dict.fromkeys(b["op"] for b in gemm.get("bias_grad", [])):
+        vec, one = (next(b for b in gemm["bias_grad"] if b["op"] == op and k(b)) for k in
+                    (lambda b: b["elements_per_lane"] > 1, lambda b: b["elements_per_lane"] == 1))
+        t = theirs.get(op)
+        ratio = f"{t['ms'] / vec['ms']:.2f}x" if t and vec["ms"] > 0 else "-"
+        tg = f"{t['gbps']:.0f}" if t else "-"
+        print(f"  {op:<8} {vec['N']:>7} {vec['OC']:>6} {vec['gbps']:>8.0f} {one['gbps']:>9.0f} {tg:>8} {ratio:>8}")
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,

@@ -8,7 +8,9 @@ on the GPU in bf16 (or fp32 without TF32, as ours):
 with CUDA events after warm-up, FLOPs 2*N*C*OC. PyTorch reaches cuBLAS(Lt)
 with its own heuristics and no epilogue beyond the bias, so the ratio per
 row says whether our algorithm choice and fused epilogues cost or gain.
-Prints a table and one JSON line.
+And for each bias gradient bench_gpu_gemm timed (its "bias_grad" rows):
+dout[N, OC].sum(0), as autograd computes a linear layer's bias gradient,
+with GB/s of dout read. Prints tables and one JSON line.
 
   bench/torch_gpu_gemm.py --shapes GEMM_JSON [--iters 20]
 """
@@ -65,9 +67,19 @@ def main():
         rows.append({"op": r["op"], "pass": r["pass"], "m": r["m"], "n": r["n"], "k": r["k"], "ms": ms,
                      "tflops": tflops})
         del w, fn
+    bias_rows = []
+    print(f"# bias gradients: dout.sum(0)\n# {'op':<8} {'N':>7} {'OC':>6} {'ms':>9} {'GB/s':>9}")
+    for op in dict.fromkeys(r["op"] for r in ours.get("bias_grad", [])):
+        r = next(b for b in ours["bias_grad"] if b["op"] == op)
+        dout = torch.rand(r["N"], r["OC"], device="cuda", dtype=dtype)
+        ms = time_ms(lambda: dout.sum(0), a.iters)
+        gbps = r["N"] * r["OC"] * dout.element_size() / (ms * 1e-3) / 1e9
+        print(f"  {op:<8} {r['N']:>7} {r['OC']:>6} {ms:>9.3f} {gbps:>9.1f}")
+        bias_rows.append({"op": op, "N": r["N"], "OC": r["OC"], "ms": ms, "gbps": gbps})
+        del dout
     print(json.dumps({"bench": "gemm", "impl": "pytorch", "torch": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "precision": ours["precision"], "iters": a.iters,
-                      "results": rows}))
+                      "results": rows, "bias_grad": bias_rows}))
 
 
 if __name__ == "__main__":

@@ -73,6 +73,13 @@ if sys.argv[2].endswith("torch-on-cpu"):  # PyTorch's GEMM rows, one per (op, pa
     assert all(t["ms"] > 0 for t in theirs), theirs
 else:
     assert r["gemm_torch"] is None, r["gemm_torch"]
+bias = r["gemm"]["bias_grad"]  # 4 layers with a bias, at 16-byte vectors and one element per lane
+vec = 8 if r["config"]["precision"] == "bf16" else 4
+assert [(b["op"], b["elements_per_lane"]) for b in bias] == \
+    [(op, e) for op in ("qkv", "attproj", "fc", "fcproj") for e in (vec, 1)], bias
+assert all(b["ms"] > 0 and b["gbps"] > 0 for b in bias), bias
+if sys.argv[2].endswith("torch-on-cpu"):
+    assert [t["op"] for t in r["gemm_torch"]["bias_grad"]] == ["qkv", "attproj", "fc", "fcproj"], r["gemm_torch"]
 check = r["gemm"]["gelu_epilogue"]  # the emulated cuBLASLt computes GPT-2's GELU
 assert check["result"] == "matches" and check["closest"] == "tanh" and check["pre_activation_exact"], check
 assert check["forward_error"] < 1e-2 and check["backward_error"] < 1e-2, check
