@@ -38,6 +38,10 @@ fi
 if [ "$what" = ops ] || [ "$what" = all ]; then
   (cd "$root/build-gpu" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  # What this GPU's cuBLASLt computes in its GELU epilogues (the Matmul's
+  # check: fused only if it is GPT-2's GELU), for the record.
+  "$root/build-gpu/tests/test_cuda_ops" --gtest_filter='*GeluEpilogueVerdict*' 2>&1 | grep 'cuBLASLt GELU' |
+    tee -a "$out/gpu.txt"
 fi
 if [ "$what" = sanitize ]; then
   for tool in memcheck racecheck; do
