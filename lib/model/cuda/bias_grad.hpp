@@ -17,8 +17,9 @@ int64_t bias_grad_scratch(int64_t N, int64_t OC);
 // dbias[OC] += column sums of dout[N, OC]. scratch: bias_grad_scratch(N, OC) floats.
 // width: elements each lane reads per row: 1 forces one (benchmarks time
 // both); anything else chooses (a 16-byte vector when OC is a whole number
-// of them and dout is 16-byte aligned, else 1).
+// of them and dout is 16-byte aligned, else 1). Returns the elements each
+// lane read.
 template <typename T>
-void bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cudaStream_t s, int width = 0);
+int bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cudaStream_t s, int width = 0);
 
 }  // namespace gpt::cuda

@@ -45,6 +45,21 @@ double stored(double v, bool bf16) { return bf16 ? bf16_to_f32(f32_to_bf16(float
 
 }  // namespace
 
+const char* to_string(GeluEpilogueCheck::Result r) {
+  using R = GeluEpilogueCheck::Result;
+  switch (r) {
+    case R::kNotRun:
+      return "not_run";
+    case R::kMatches:
+      return "matches";
+    case R::kDiffers:
+      return "differs";
+    case R::kNoAlgorithm:
+      return "no_algorithm";
+  }
+  return "?";
+}
+
 std::vector<float> gelu_check_inputs() {
   std::vector<float> x(384);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float((double(i) - 192) / 32);

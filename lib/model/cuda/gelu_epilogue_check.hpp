@@ -38,6 +38,9 @@ struct GeluEpilogueCheck {
   std::string closest;                           // "tanh", "erf" or "sigmoid(1.702x)"
 };
 
+// "not_run", "matches", "differs", "no_algorithm" (for JSON).
+const char* to_string(GeluEpilogueCheck::Result r);
+
 // The pre-activations of the check: -6 to 6 - 1/32 in steps of 1/32 (384).
 std::vector<float> gelu_check_inputs();
 

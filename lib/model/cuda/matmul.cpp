@@ -1,6 +1,7 @@
 // Matmul (matmul.hpp): host code driving cuBLASLt; the only kernels it
 // launches are GELU's (gelu.hpp) and the bias gradient's (bias_grad.hpp).
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -219,21 +220,24 @@ GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
   std::vector<float> w2(static_cast<size_t>(R * X)), x_rows(static_cast<size_t>(R * X));
   for (int64_t c = 0; c < X; ++c) w2[size_t(c)] = 1;
   for (int64_t i = 0; i < R * X; ++i) x_rows[size_t(i)] = x[size_t(i % X)];
+  // The host copies in T stay alive until the products (queued after the
+  // uploads on s) have been waited for, so one wait covers every transfer.
+  std::deque<std::vector<T>> staged;  // a deque: earlier elements stay where they are
   auto upload = [&](const std::vector<float>& v) {
     DeviceBuffer<T> d(v.size(), MemCategory::kScratch, alloc_, false);
-    const std::vector<T> t(v.begin(), v.end());
+    const std::vector<T>& t = staged.emplace_back(v.begin(), v.end());
     GPT_CUDA_OK(cudaMemcpyAsync(d.data(), t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-    GPT_CUDA_OK(cudaStreamSynchronize(s));  // t goes out of scope
     return d;
   };
   auto download = [&](const DeviceBuffer<T>& d) {
-    std::vector<T> t(d.size());
+    std::vector<T>& t = staged.emplace_back(d.size());
     GPT_CUDA_OK(cudaMemcpyAsync(t.data(), d.data(), t.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-    GPT_CUDA_OK(cudaStreamSynchronize(s));
-    return std::vector<float>(t.begin(), t.end());
+    return &t;
   };
-  const DeviceBuffer<T> d_inp = upload(inp), d_w = upload(w), d_b = upload(b), d_dout = upload(inp),
-                        d_w2 = upload(w2), d_pre_in = upload(x_rows);
+  auto widened = [](const std::vector<T>* t) { return std::vector<float>(t->begin(), t->end()); };
+  // inp doubles as dout: the same first-column ones.
+  const DeviceBuffer<T> d_inp = upload(inp), d_w = upload(w), d_b = upload(b), d_w2 = upload(w2),
+                        d_pre_in = upload(x_rows);
   DeviceBuffer<T> pre(size_t(R * X), MemCategory::kScratch, alloc_), act(size_t(R * X), MemCategory::kScratch, alloc_),
       dinp(size_t(R * X), MemCategory::kScratch, alloc_);
   const int64_t fused_before = fused_calls_, unfused_before = unfused_calls_;
@@ -245,14 +249,16 @@ GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
   } restore{this, fused_before, unfused_before};
   linear_forward<T>(pre.data(), d_inp.data(), d_w.data(), d_b.data(), R, R, X, s, act.data());
   const bool forward_fused = fused_calls_ == fused_before + 1;
-  linear_backward<T>(dinp.data(), nullptr, nullptr, d_dout.data(), nullptr, d_w2.data(), R, X, R, s, d_pre_in.data());
+  linear_backward<T>(dinp.data(), nullptr, nullptr, d_inp.data(), nullptr, d_w2.data(), R, X, R, s, d_pre_in.data());
   const bool backward_fused = fused_calls_ == fused_before + 2;
+  const std::vector<T>*h_pre = download(pre), *h_act = download(act), *h_dinp = download(dinp);
+  GPT_CUDA_OK(cudaStreamSynchronize(s));  // the check's one host wait
   if (!forward_fused || !backward_fused) {
     GeluEpilogueCheck c;
     c.result = GeluEpilogueCheck::Result::kNoAlgorithm;
     return c;
   }
-  return judge_gelu_epilogue(x_rows, download(pre), download(act), download(dinp), !std::is_same_v<T, float>);
+  return judge_gelu_epilogue(x_rows, widened(h_pre), widened(h_act), widened(h_dinp), !std::is_same_v<T, float>);
 }
 
 template <typename T>
