@@ -1,6 +1,14 @@
 // gpt_train: the main job. mpirun -np N gpt_train [--config FILE.toml] [--key value ...]
 // Libraries throw typed errors; this is the one place that catches them,
 // logs one line and ends every rank with a non-zero exit.
+//
+// The trainer lives outside the try block, so an error does not unwind it
+// on its way here. After a StuckError (a collective that will never
+// finish) it must not be destroyed: its destructors synchronise streams,
+// free device memory and destroy NCCL communicators, each of which would
+// wait forever for the stuck collective. The process ends with it alive
+// (MpiEnv::abort does not return). After any other error it is destroyed
+// first, as before: a checkpoint being written in the background finishes.
 #include <optional>
 
 #include "comm/mpi_env.hpp"
@@ -18,6 +26,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   gpt::init_logging(env->rank(), env->size());
+  std::optional<gpt::Trainer> trainer;
   try {
     gpt::RunConfig cfg;
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
@@ -32,14 +41,20 @@ int main(int argc, char** argv) {
         spdlog::warn("{}", slurm);
       }
     }
-    gpt::Trainer trainer(cfg, *env);
-    trainer.run();
+    trainer.emplace(cfg, *env);
+    trainer->run();
+  } catch (const gpt::StuckError& e) {
+    env->abort(e.what(), 1);  // trainer stays alive: see above
   } catch (const gpt::ConfigError& e) {
+    trainer.reset();
     env->abort(e.what(), 1, /*same_on_all_ranks=*/true);
   } catch (const gpt::Error& e) {
+    trainer.reset();
     env->abort(e.what(), 1);
   } catch (const std::exception& e) {
+    trainer.reset();
     env->abort(fmt::format("unexpected error: {}", e.what()), 1);
   }
+  trainer.reset();
   return 0;
 }

@@ -95,7 +95,7 @@ class Communicator {
   // for and whose later work waits for its result (a cudaStream_t; the host
   // communicators ignore it).
   virtual void set_compute_stream(void* /*stream*/) {}
-  // Throws Error when the communicator has failed asynchronously (NCCL:
+  // Throws StuckError when the communicator has failed asynchronously (NCCL:
   // ncclCommGetAsyncError); the host communicators fail synchronously.
   // Polled while the host waits for the GPU (core/cuda/host_wait.hpp).
   virtual void check_health() {}

@@ -6,12 +6,15 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <chrono>
 #include <optional>
+#include <string>
 
 #include "comm/mpi_check.hpp"
 #include "core/bf16.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
+#include "core/watchdog.hpp"
 #ifdef GPT_HAVE_CUDA_RUNTIME
 #include <cuda_runtime.h>
 #endif
@@ -149,7 +152,15 @@ struct MpiCommunicator::Task final : Work {
     // A wait that blocks is exposed communication: a slice on the caller's lane.
     std::optional<trace::Span> blocked;
     if (!done && trace::enabled()) blocked.emplace("wait", "comm");
-    cv.wait(lk, [&] { return done; });
+    const Watchdog& w = watchdog();
+    if (w.idle()) {
+      cv.wait(lk, [&] { return done; });
+    } else {
+      // Bounded: a rank that never joins makes this a StuckError after
+      // --comm-timeout, not a hang (core/watchdog.hpp).
+      const std::string what = fmt::format("an MPI collective ({})", op);
+      wait_until([&] { return cv.wait_for(lk, std::chrono::milliseconds(1), [&] { return done; }); }, w, what.c_str());
+    }
     blocked.reset();
     stats->add_exposed(t.seconds());
     if (error) std::rethrow_exception(error);

@@ -10,12 +10,24 @@
 namespace gpt {
 namespace {
 
-[[noreturn]] void throw_gpu_error(const std::string& what, const char* stmt, const char* file, int line) {
+std::string gpu_error_message(const std::string& what, const char* stmt, const char* file, int line) {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   char host[256] = "?";
   gethostname(host, sizeof host);
-  throw CommError(fmt::format("{} failed on rank {} ({}): {} at {}:{}", stmt, rank, host, what, file, line));
+  return fmt::format("{} failed on rank {} ({}): {} at {}:{}", stmt, rank, host, what, file, line);
+}
+[[noreturn]] void throw_gpu_error(const std::string& what, const char* stmt, const char* file, int line) {
+  throw CommError(gpu_error_message(what, stmt, file, line));
+}
+// An asynchronous NCCL error: the communicator's queued collectives will
+// never finish, so this is a StuckError (core/error.hpp), not a CommError.
+void check_async_error(ncclComm_t comm, const char* file, int line) {
+  ncclResult_t r = ncclSuccess;
+  const ncclResult_t q = ncclCommGetAsyncError(comm, &r);
+  if (q != ncclSuccess) throw_gpu_error(ncclGetErrorString(q), "ncclCommGetAsyncError", file, line);
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw StuckError(gpu_error_message(ncclGetErrorString(r), "an NCCL collective (asynchronous error)", file, line));
 }
 
 }  // namespace
@@ -102,11 +114,7 @@ class NcclWork final : public Work {
   }
 
  private:
-  void check_async() {
-    ncclResult_t r = ncclSuccess;
-    GPT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &r));
-    GPT_NCCL_CHECK(r);
-  }
+  void check_async() { check_async_error(comm_, __FILE__, __LINE__); }
   void account() {
     if (accounted_ || cudaEventQuery(end_) != cudaSuccess) return;
     float ms = 0;
@@ -145,12 +153,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void NcclCommunicator::check_health() {
-  ncclResult_t r = ncclSuccess;
-  GPT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &r));
-  if (r != ncclSuccess && r != ncclInProgress)
-    throw_gpu_error(ncclGetErrorString(r), "an NCCL collective (asynchronous error)", __FILE__, __LINE__);
-}
+void NcclCommunicator::check_health() { check_async_error(comm_, __FILE__, __LINE__); }
 
 WorkPtr NcclCommunicator::launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));

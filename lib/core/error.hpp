@@ -29,6 +29,18 @@ class DataError : public Error {
   using Error::Error;
 };
 
+// The job can no longer make progress: a collective failed (NCCL reported
+// an asynchronous error), or a wait for one (or for a GPU waiting for one)
+// outlasted --comm-timeout (core/watchdog.hpp). Whoever catches it must not
+// wait for the GPU or the other ranks again: a stream synchronisation, a
+// cudaFree, a communicator's destruction, a collective checkpoint write
+// would block forever. So gpt_train ends every rank without running the
+// trainer's destructors (apps/gpt_train.cpp).
+class StuckError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Contract violation inside the program (a bug, not bad input).
 class InternalError : public Error {
  public:

@@ -104,8 +104,8 @@ std::vector<Key> keys() {
        "On cuda, mpi stages device buffers through host memory",
        false, [](C& c, P&, S v) { c.comm = one_of("comm", v, {"auto", "mpi", "nccl"}); }},
       {"comm-timeout",
-       "cuda: seconds the host waits for the GPU (which may wait for a collective of other ranks) before it "
-       "declares the job stuck and ends every rank; NCCL errors are polled meanwhile (0: no limit)",
+       "seconds a rank waits for the other ranks (a collective on the host, or the GPU, which may wait for one) "
+       "before it declares the job stuck and ends every rank; NCCL errors are polled meanwhile (0: no limit)",
        false, [](C& c, P&, S v) { c.comm_timeout_s = parse_float("comm-timeout", v, 0, 1e9); }},
       {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
        [](C& c, P&, S v) { c.mesh = v; }},

@@ -7,11 +7,13 @@
 #include <thread>
 
 #include "comm/mesh.hpp"
+#include "comm/mpi_wait.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
+#include "core/watchdog.hpp"
 #include "io/checkpoint.hpp"
 #include "io/data_loader.hpp"
 #include "io/metrics.hpp"
@@ -180,9 +182,10 @@ struct Trainer::Impl {
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
     if (cfg.sample_tokens > 0) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
-    // A GPU wait that outlasts --comm-timeout, or a communicator failing
-    // while the host waits, is an error (and so ends every rank), not a hang.
-    if (backend) backend->set_watchdog(cfg.comm_timeout_s, [this] { mesh.check_health(); });
+    // A wait for other ranks (a collective, or the GPU waiting for one)
+    // that outlasts --comm-timeout, or a communicator failing while the host
+    // waits, is an error (and so ends every rank), not a hang.
+    set_watchdog({cfg.comm_timeout_s, [this] { mesh.check_health(); }});
     tokens.resize(size_t(cfg.micro_batch) * cfg.seq_len);
     targets.resize(tokens.size());
     // MFU's denominator is the aggregate peak of all ranks: each measures its
@@ -291,7 +294,7 @@ struct Trainer::Impl {
 
   ~Impl() {
     if (ckpt_thread.joinable()) ckpt_thread.join();
-    if (backend) backend->set_watchdog(0, {});  // the check refers to the mesh
+    set_watchdog({});  // the check refers to the mesh
     if (ckpt_comm != MPI_COMM_NULL) MPI_Comm_free(&ckpt_comm);
   }
 
@@ -368,8 +371,8 @@ struct Trainer::Impl {
     S.release(E());
   }
 
-  double mean_over_ranks(double x) {
-    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, base);
+  double mean_over_ranks(double x, const char* what) {
+    bounded_allreduce(&x, 1, MPI_DOUBLE, MPI_SUM, base, what);
     return x / world;
   }
 
@@ -389,7 +392,7 @@ struct Trainer::Impl {
       S.release(E());
       val_loader->advance();
     }
-    return mean_over_ranks(sum / cfg.val_batches);
+    return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
   }
 
   // Every rank generates the same tokens (same seed): sharded parameters are
@@ -434,7 +437,7 @@ struct Trainer::Impl {
     std::array<int64_t, 6> m = {mem.bytes(MemCategory::kParams), mem.bytes(MemCategory::kGrads),
                                 mem.bytes(MemCategory::kOptim),  mem.bytes(MemCategory::kActivations),
                                 mem.bytes(MemCategory::kBuffers), mem.peak()};
-    MPI_Allreduce(MPI_IN_PLACE, m.data(), int(m.size()), MPI_INT64_T, MPI_MAX, base);
+    bounded_allreduce(m.data(), int(m.size()), MPI_INT64_T, MPI_MAX, base, "the memory maximum over ranks");
     return m;
   }
 
@@ -478,7 +481,7 @@ struct Trainer::Impl {
          num_threads(), gemm_peak / 1e9);
     if (!cfg.trace.empty()) {
       check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
-      MPI_Barrier(base);                  // every rank's clock starts together
+      bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
       trace::start();
     }
     const int start_step = restore();
@@ -526,7 +529,7 @@ struct Trainer::Impl {
       loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
       // micro-batches hold the same number of tokens.
-      loss = mean_over_ranks(local_loss);
+      loss = mean_over_ranks(local_loss, "the loss mean over ranks");
       if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
       step_span.reset();

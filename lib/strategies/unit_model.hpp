@@ -53,10 +53,6 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
-  // Bounds the host's waits for this device (core/cuda/host_wait.hpp):
-  // give up after timeout_s (0: never), calling check (throws on a failed
-  // communicator) while waiting. An empty check and 0 turn it off.
-  virtual void set_watchdog(double /*timeout_s*/, std::function<void()> /*check*/) {}
 };
 // The rank's GPU is chosen by pick_gpu (comm/bootstrap.hpp) from its place
 // on the node; `allow_sharing`: several ranks may use one GPU (MPI

@@ -10,8 +10,10 @@
 #    synchronises the device), no stream, event or cuBLASLt descriptor
 #    created or destroyed, no cuBLASLt algorithm search, no device-wide
 #    synchronisation;
-#  * at most M waits on an event: the token upload of a micro-batch waits
-#    for the previous upload to have left the pinned staging buffer;
+#  * no blocking wait on an event (cudaEventSynchronize): the token upload
+#    of a micro-batch waits for the previous upload to have left the pinned
+#    staging buffer, but polls for it (cudaEventQuery, bounded by
+#    --comm-timeout like every host wait); the event queries are reported;
 #  * at most one AdamW launch per unit (n_layer + 2: the update takes each
 #    element's decay from its launch arguments, not a launch per tensor);
 #  * at most 2 host waits for a stream and 2 copies through pageable memory
@@ -77,7 +79,7 @@ def group(step, prefix):
     return sum(v for k, v in step.items() if k.startswith(prefix))
 
 failures, report = [], []
-print(f"{'per step':<28} {'launch':>6} {'matmul':>6} {'nccl':>5} {'waits':>5} {'event':>5} "
+print(f"{'per step':<28} {'launch':>6} {'matmul':>6} {'nccl':>5} {'waits':>5} {'evq':>5} "
       f"{'h2d':>4} {'d2h':>4} {'pageable':>8} {'alloc':>5} {'create':>6}")
 for line in open(os.path.join(work, "setups.txt")):
     name, np_, m, *args = line.split()
@@ -93,12 +95,13 @@ for line in open(os.path.join(work, "setups.txt")):
     row = {"setup": name, "ranks": int(np_), "micro_batches": m, "args": args,
            "launches": step.get("launch", 0), "matmuls": step.get("cublaslt.matmul", 0),
            "collectives": group(step, "nccl."), "stream_waits": waits, "event_waits": step.get("sync.event", 0),
+           "event_queries": step.get("query.event", 0),
            "uploads": step.get("copy.h2d", 0), "downloads": step.get("copy.d2h", 0),
            "pageable_copies": step.get("copy.pageable", 0), "allocations": group(step, "alloc."),
            "created": group(step, "create.") + group(step, "destroy."), "adamw_launches": adamw, "calls": step}
     report.append(row)
     print(f"{name:<28} {row['launches']:>6g} {row['matmuls']:>6g} {row['collectives']:>5g} {waits:>5g} "
-          f"{row['event_waits']:>5g} {row['uploads']:>4g} {row['downloads']:>4g} {row['pageable_copies']:>8g} "
+          f"{row['event_queries']:>5g} {row['uploads']:>4g} {row['downloads']:>4g} {row['pageable_copies']:>8g} "
           f"{row['allocations']:>5g} {row['created']:>6g}")
 
     def budget(what, value, limit):
@@ -107,7 +110,7 @@ for line in open(os.path.join(work, "setups.txt")):
     for k, v in step.items():
         if k.startswith(("alloc.", "create.", "destroy.")) or k in ("cublaslt.heuristic", "sync.device"):
             budget(k, v, 0)
-    budget("event waits (sync.event)", row["event_waits"], m)
+    budget("blocking event waits (cudaEventSynchronize)", row["event_waits"], 0)
     budget("AdamW launches", adamw, units)
     if adamw <= 0:
         failures.append(f"{name}: no AdamW launch counted per step (is the kernel still adamw_kernel?)")

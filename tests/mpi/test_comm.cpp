@@ -4,11 +4,17 @@
 // integers, so fp32 and bf16 sums are exact and compared exactly.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <numeric>
 
 #include "comm/mesh.hpp"
+#include "comm/mpi_check.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "comm/mpi_wait.hpp"
+#include "core/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/shard.hpp"
 #include "mpi_test_env.hpp"
@@ -244,6 +250,77 @@ TEST(Errors, MismatchedCountIsAnError) {
   EXPECT_THROW(comm.all_reduce_async(a.data(), a.data(), size_t(1) << 33, DType::kF32, ReduceOp::kSum),
                InternalError);
   EXPECT_THROW(comm.broadcast_async(a.data(), 4, DType::kF32, comm.size()), InternalError);
+}
+
+}  // namespace
+}  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// A rank that never joins (its host stuck) makes a bounded wait end in
+// StuckError after the watchdog's timeout, on the communicator's work and
+// on the trainer's own host collectives (comm/mpi_wait.hpp); without a
+// watchdog they would block forever. Rank 0 waits; the last rank joins
+// only after rank 0 has given up, so every collective completes and the
+// test ends cleanly.
+class StuckPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  }
+  void TearDown() override { set_watchdog({}); }
+  // Rank 0 runs wait() under a 1 s watchdog and expects StuckError naming
+  // `what`; the last rank runs join() after rank 0 has given up.
+  void expect_stuck(const std::function<void()>& wait, const std::function<void()>& join, const std::string& what) {
+    const int late = size_ - 1;
+    if (rank_ == 0) {
+      set_watchdog({1.0, {}});
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        wait();
+        ADD_FAILURE() << "the wait returned although rank " << late << " never joined";
+      } catch (const StuckError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("waited 1 s for " + what), std::string::npos) << m;
+        EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+      }
+      set_watchdog({});
+      MPI_Send(nullptr, 0, MPI_BYTE, late, 0, MPI_COMM_WORLD);  // rank 0 gave up: join now
+    } else if (rank_ == late) {
+      MPI_Recv(nullptr, 0, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      join();
+    } else {
+      wait();  // the other ranks join at once; their wait completes when the last rank joins
+    }
+  }
+  int rank_ = 0, size_ = 1;
+};
+
+TEST_F(StuckPeer, CommunicatorWorkWaitEndsInStuckError) {
+  MpiCommunicator comm{MPI_COMM_WORLD};
+  float x = 1.f, y = 0.f;
+  WorkPtr w;
+  auto issue = [&] { w = comm.all_reduce_async(&x, &y, 1, DType::kF32, ReduceOp::kSum); };
+  expect_stuck([&] { issue(), w->wait(); }, [&] { issue(), w->wait(); }, "an MPI collective (all_reduce)");
+  if (rank_ == 0) w->wait();  // the late rank has joined: it completes now
+  EXPECT_EQ(y, float(size_));
+}
+
+TEST_F(StuckPeer, HostAllreduceEndsInStuckError) {
+  double x = 1.0;
+  MPI_Request r = MPI_REQUEST_NULL;
+  expect_stuck(
+      [&] {
+        GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r));
+        wait_request(&r, "the loss mean over ranks");
+      },
+      [&] { bounded_allreduce(&x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "the loss mean over ranks"); },
+      "the loss mean over ranks");
+  if (rank_ == 0) wait_request(&r, "the loss mean over ranks");  // completes now the late rank has joined
+  EXPECT_EQ(x, double(size_));
 }
 
 }  // namespace

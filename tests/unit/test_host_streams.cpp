@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +55,19 @@ TEST_F(HostStreams, LazyWorkRunsOnlyWhenTheHostSynchronises) {
   ASSERT_EQ(cudaEventSynchronize(event_), cudaSuccess);
   EXPECT_EQ(x, 0.f);
   EXPECT_EQ(cudaEventQuery(event_), cudaSuccess);
+}
+
+TEST_F(HostStreams, AnEventAskedAgainRunsTheWorkBeforeItsRecord) {
+  work(compute_, "before");
+  ASSERT_EQ(cudaEventRecord(event_, compute_), cudaSuccess);
+  work(compute_, "after");
+  EXPECT_EQ(cudaEventQuery(event_), cudaErrorNotReady);  // lazy: the first answer
+  EXPECT_TRUE(log_.empty());
+  EXPECT_EQ(cudaEventQuery(event_), cudaSuccess);  // a host that keeps polling sees it finish
+  EXPECT_EQ(log_, (Log{"before"}));
+  ASSERT_EQ(cudaEventRecord(event_, compute_), cudaSuccess);  // a new record is asked about afresh
+  EXPECT_EQ(cudaEventQuery(event_), cudaErrorNotReady);
+  EXPECT_EQ(log_, (Log{"before"}));
 }
 
 TEST_F(HostStreams, LazySynchronisationRunsOnlyWhatItNeeds) {
@@ -176,6 +191,72 @@ TEST_F(HostStreams, ElapsedTimeSpansTheWorkBetweenTwoRecords) {
   EXPECT_EQ(cudaEventElapsedTime(&ms, event_, untimed), cudaErrorInvalidResourceHandle);
   cudaEventDestroy(untimed);
   cudaEventDestroy(end);
+}
+
+// A collective that never finishes (GPT_EMULATED_NCCL_FAULT): nothing
+// queued after it or waiting for it runs; a query answers not ready, as on a
+// GPU; destroying a stream does not wait; each call that would block the
+// host forever on a GPU ends the process instead, naming itself. In a child
+// process (a death test): the stuck collective stays stuck for the rest of
+// the process. A wrong answer before the synchronisation exits 0, which
+// fails the death test.
+void stuck_then(const std::function<void(cudaStream_t, cudaEvent_t)>& synchronise, StreamOrder order) {
+  host_cuda::set_stream_order(order);
+  cudaStream_t compute = nullptr, comm = nullptr, spare = nullptr;
+  cudaEvent_t done = nullptr;
+  cudaStreamCreate(&compute);
+  cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking);
+  cudaStreamCreate(&spare);
+  cudaEventCreate(&done);
+  bool before = false, after = false, waiting = false, independent = false, reached = false;
+  host_cuda::enqueue_collective(comm, [&] { before = true; });
+  host_cuda::enqueue_stuck_collective(comm, [&] { reached = true; });
+  // Lazy: the GPU gets to it only when the host asks (the host NCCL's
+  // asynchronous error appears then, not when it is issued).
+  if (order == StreamOrder::kLazy && reached) std::exit(0);
+  host_cuda::enqueue_collective(spare, [&] { after = true; });  // later collectives queue behind it
+  cudaEventRecord(done, comm);
+  cudaStreamWaitEvent(compute, done, 0);
+  host_cuda::enqueue(compute, [&] { waiting = true; });
+  cudaStream_t free_stream = nullptr;
+  cudaStreamCreate(&free_stream);
+  host_cuda::enqueue(free_stream, [&] { independent = true; });
+  const bool answers = cudaStreamQuery(comm) == cudaErrorNotReady && cudaStreamQuery(compute) == cudaErrorNotReady &&
+                       cudaStreamQuery(spare) == cudaErrorNotReady && cudaEventQuery(done) == cudaErrorNotReady &&
+                       cudaEventQuery(done) == cudaErrorNotReady &&  // asked again: still not
+                       cudaStreamQuery(free_stream) == cudaSuccess && cudaStreamDestroy(free_stream) == cudaSuccess;
+  if (!answers || !before || after || waiting || !independent || !reached) std::exit(0);
+  synchronise(compute, done);
+  std::exit(0);  // the synchronisation returned: wrong
+}
+
+TEST(HostStreamsStuck, QueriesAnswerNotReadyAndEachBlockingCallEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* hangs = "waits for a collective that never finishes .GPT_EMULATED_NCCL_FAULT.: on a GPU this process would hang here";
+  for (StreamOrder order : {StreamOrder::kLazy, StreamOrder::kEagerComm, StreamOrder::kProgram}) {
+    SCOPED_TRACE(int(order));
+    EXPECT_DEATH(stuck_then([](cudaStream_t, cudaEvent_t) { cudaDeviceSynchronize(); }, order),
+                 std::string("cudaDeviceSynchronize ") + hangs);
+    EXPECT_DEATH(stuck_then([](cudaStream_t s, cudaEvent_t) { cudaStreamSynchronize(s); }, order),
+                 std::string("cudaStreamSynchronize ") + hangs);
+    EXPECT_DEATH(stuck_then([](cudaStream_t, cudaEvent_t e) { cudaEventSynchronize(e); }, order),
+                 std::string("cudaEventSynchronize ") + hangs);
+    EXPECT_DEATH(stuck_then(
+                     [](cudaStream_t, cudaEvent_t) {
+                       float x = 0, y = 0;
+                       cudaMemcpy(&y, &x, sizeof x, cudaMemcpyHostToHost);
+                     },
+                     order),
+                 std::string("cudaMemcpy ") + hangs);
+    EXPECT_DEATH(stuck_then(
+                     [](cudaStream_t, cudaEvent_t) {
+                       void* p = nullptr;
+                       cudaMalloc(&p, 16);
+                       cudaFree(p);
+                     },
+                     order),
+                 std::string("cudaFree ") + hangs);
+  }
 }
 
 }  // namespace

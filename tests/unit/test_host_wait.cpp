@@ -1,7 +1,7 @@
-// Bounded host waits for the GPU (core/cuda/host_wait.hpp): the polling
-// loop with a fake readiness test and clock (a stuck collective cannot be
-// staged on the emulated backend, whose streams run when asked), and
-// wait_stream on the host CUDA runtime.
+// Bounded waits (core/watchdog.hpp, core/cuda/host_wait.hpp): the polling
+// loop with a fake readiness test and clock, and wait_stream and
+// wait_event on the host CUDA runtime. The trainer's waits against a
+// collective that never finishes: tests/gpu/comm_fault.sh.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -53,9 +53,9 @@ TEST(HostWait, TimesOutWithTheWaitNamed) {
   FakeClock clock(std::chrono::milliseconds(1000));
   const Watchdog w{30, {}};
   try {
-    wait_until([] { return false; }, w, "gradient norm", std::ref(clock));
+    wait_until([] { return false; }, w, "the GPU (gradient norm)", std::ref(clock));
     FAIL() << "no error";
-  } catch (const Error& e) {
+  } catch (const StuckError& e) {  // gpt_train must not tear down GPU state after it
     const std::string m = e.what();
     EXPECT_NE(m.find("waited 31 s for the GPU (gradient norm)"), std::string::npos) << m;
     EXPECT_NE(m.find("--comm-timeout"), std::string::npos) << m;
@@ -89,6 +89,31 @@ TEST(HostWait, WaitStreamRunsTheStreamsWork) {
   }
   set_watchdog({});
   cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
+// wait_event waits for the work before the record, not for later work.
+TEST(HostWait, WaitEventRunsTheWorkBeforeTheRecord) {
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  for (bool with_watchdog : {true, false}) {
+    SCOPED_TRACE(with_watchdog ? "watchdog" : "plain");
+    set_watchdog(with_watchdog ? Watchdog{10, [] {}} : Watchdog{});
+    std::vector<unsigned char> before(16, 0), after(16, 0);
+    const std::vector<unsigned char> ones(16, 1);
+    ASSERT_EQ(cudaMemcpyAsync(before.data(), ones.data(), 16, cudaMemcpyHostToHost, s), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(after.data(), ones.data(), 16, cudaMemcpyHostToHost, s), cudaSuccess);
+    wait_event(e, "test");
+    EXPECT_EQ(before, ones);
+    EXPECT_EQ(after, std::vector<unsigned char>(16, 0));  // lazy: the later copy has not run
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(after, ones);
+  }
+  set_watchdog({});
+  cudaEventDestroy(e);
   cudaStreamDestroy(s);
 }
 

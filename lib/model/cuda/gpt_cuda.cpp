@@ -112,8 +112,9 @@ void DeviceGPT<T>::set_batch(const int32_t* tokens, const int32_t* targets) {
   const int64_t N = int64_t(B_) * T_;
   groups_.build(tokens, N);
   // The previous upload read staging_; it finished long ago (a whole
-  // micro-batch of kernels was queued after it), so this wait is free.
-  GPT_CUDA_OK(cudaEventSynchronize(uploaded_));
+  // micro-batch of kernels was queued after it), so this wait is free,
+  // unless a collective the stream waits for is stuck: hence bounded.
+  wait_event(uploaded_, "token upload");
   std::memcpy(staging_, tokens, size_t(N) * 4);
   std::memcpy(staging_ + N, targets ? targets : tokens, size_t(N) * 4);
   std::memcpy(staging_ + 2 * N, groups_.packed.data(), groups_.packed.size() * 4);

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda/host_wait.hpp"
 #include "core/logging.hpp"
 #include "model/cuda/bias_grad.hpp"
 #include "model/cuda/check.hpp"
@@ -252,7 +253,9 @@ GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
   linear_backward<T>(dinp.data(), nullptr, nullptr, d_inp.data(), nullptr, d_w2.data(), R, X, R, s, d_pre_in.data());
   const bool backward_fused = fused_calls_ == fused_before + 2;
   const std::vector<T>*h_pre = download(pre), *h_act = download(act), *h_dinp = download(dinp);
-  GPT_CUDA_OK(cudaStreamSynchronize(s));  // the check's one host wait
+  // The check's one host wait. Bounded: s may wait for a collective (the
+  // first product of a ZeRO-3 run waits for its all-gather).
+  wait_stream(s, "GELU epilogue check");
   if (!forward_fused || !backward_fused) {
     GeluEpilogueCheck c;
     c.result = GeluEpilogueCheck::Result::kNoAlgorithm;

@@ -152,7 +152,6 @@ class CudaBackend final : public DeviceBackend {
     name_ = cuda::device_name(device_);
   }
   ~CudaBackend() override {
-    cuda::set_watchdog({});  // its check may refer to communicators gone by now
     if (stream_) cudaStreamSynchronize(stream_);
     arena_.reset();
     mm_.reset();
@@ -168,9 +167,6 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
-  void set_watchdog(double timeout_s, std::function<void()> check) override {
-    cuda::set_watchdog({timeout_s, std::move(check)});
-  }
 
  private:
   DType pt_;

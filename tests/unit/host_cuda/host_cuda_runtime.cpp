@@ -68,7 +68,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
   host_cuda::count_call("alloc.cudaFree");
-  host_cuda::synchronize_device();
+  host_cuda::synchronize_device("cudaFree");
   std::lock_guard lk(g_mu);
   const auto it = g_blocks.find(p);
   if (it == g_blocks.end()) return g_last = cudaErrorInvalidValue;
@@ -153,7 +153,7 @@ cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return cudaMallocH
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   host_cuda::count_call("alloc.cudaFreeHost");
-  host_cuda::synchronize_device();
+  host_cuda::synchronize_device("cudaFreeHost");
   std::lock_guard lk(g_mu);
   if (!g_pinned.erase(p)) return g_last = cudaErrorInvalidValue;
   std::free(p);

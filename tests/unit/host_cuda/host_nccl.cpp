@@ -14,6 +14,21 @@
 //
 // Types: fp32 and bf16 (reduced in fp32, rounded to nearest even, as a
 // one-step reduction would be); ops: sum and average.
+//
+// Faults, for tests of what the host does when a collective cannot finish
+// (GPT_EMULATED_NCCL_FAULT; every rank of the job has the same variable):
+//  - hang:N makes the process's N-th collective (1 is the first, counted in
+//    issue order over all communicators) never finish, on every rank, as
+//    when the network fails without NCCL noticing. Collectives issued later
+//    never finish either (they are ordered after it).
+//  - error:N as hang:N, and ncclCommGetAsyncError reports ncclRemoteError
+//    once the stream order reaches it (the GPU runs it and NCCL notices),
+//    not when it is issued.
+//  - stall:N@R: world rank R's host stops for good when it issues its N-th
+//    collective (a deadlock, a read that never returns); on the other ranks
+//    that collective never finishes, since R never joins it.
+// No rank is left blocked in an MPI call waiting for a rank that stopped:
+// the collectives that cannot finish make no MPI call at all.
 #include <cuda_bf16.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -21,7 +36,13 @@
 #include "api_log.hpp"
 #include "host_streams.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
 #include <vector>
 
 struct ncclComm {
@@ -57,6 +78,50 @@ void finish_op(std::vector<float>& v, ncclRedOp_t op, int size) {
     for (float& x : v) x /= float(size);
 }
 
+struct Fault {
+  long at = 0;          // the collective that never finishes (0: none)
+  bool report = false;  // error: ncclCommGetAsyncError reports it
+  int stall_rank = -1;  // stall: the world rank whose host stops there
+};
+Fault fault_from_environment() {
+  const char* v = std::getenv("GPT_EMULATED_NCCL_FAULT");
+  if (!v || !*v) return {};
+  const std::string s = v;
+  const size_t colon = s.find(':');
+  const std::string kind = s.substr(0, colon);
+  char* end = nullptr;
+  const long n = colon == std::string::npos ? 0 : std::strtol(s.c_str() + colon + 1, &end, 10);
+  long rank = -1;
+  if (kind == "stall" && end && *end == '@') rank = std::strtol(end + 1, &end, 10);
+  const bool ok = (kind == "hang" || kind == "error" || (kind == "stall" && rank >= 0)) && n >= 1 && end && !*end;
+  if (!ok) {
+    std::fprintf(stderr, "host NCCL: GPT_EMULATED_NCCL_FAULT=%s is not hang:N, error:N or stall:N@RANK (N >= 1)\n", v);
+    std::exit(2);
+  }
+  return {n, kind == "error", int(rank)};
+}
+const Fault g_fault = fault_from_environment();
+long g_issued = 0;       // collectives issued so far
+bool g_failed = false;   // the faulty collective has been reached with report set
+
+// Queues a collective's work, or, for the faulty one, work that never runs
+// (or, on a stalling rank, never returns).
+void issue(cudaStream_t stream, std::function<void()> work) {
+  if (++g_issued != g_fault.at) return host_cuda::enqueue_collective(stream, std::move(work));
+  if (g_fault.stall_rank >= 0) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == g_fault.stall_rank) {
+      std::fprintf(stderr, "host NCCL: rank %d stalls at collective %ld (GPT_EMULATED_NCCL_FAULT)\n", rank, g_issued);
+      // A GPU runs what is queued on it without its host: the collectives
+      // before this one still meet the other ranks'.
+      host_cuda::synchronize_device("a stalling rank's GPU");
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  host_cuda::enqueue_stuck_collective(stream, [] { g_failed = g_fault.report; });
+}
+
 }  // namespace
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
@@ -89,24 +154,30 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  host_cuda::synchronize_device();  // its queued collectives run first
+  host_cuda::synchronize_device("ncclCommDestroy");  // its queued collectives run first
   MPI_Comm_free(&comm->comm);
   delete comm;
   return ncclSuccess;
 }
 
+// A failing MPI call ends the job (MPI_ERRORS_ARE_FATAL): only the
+// injected fault is reported here.
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* r) {
-  *r = ncclSuccess;  // a failing MPI call ends the job (MPI_ERRORS_ARE_FATAL)
+  *r = g_failed ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;
 }
 
-const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "host NCCL error"; }
+const char* ncclGetErrorString(ncclResult_t r) {
+  if (r == ncclSuccess) return "no error";
+  if (r == ncclRemoteError) return "remote process exited or there was a network error (GPT_EMULATED_NCCL_FAULT)";
+  return "host NCCL error";
+}
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   host_cuda::count_call("nccl.all_reduce");
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-  host_cuda::enqueue_collective(stream, [=] {
+  issue(stream, [=] {
     std::vector<float> v = widen(send, count, t);
     MPI_Allreduce(MPI_IN_PLACE, v.data(), int(count), MPI_FLOAT, MPI_SUM, comm->comm);
     finish_op(v, op, comm->size);
@@ -119,7 +190,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, 
                                ncclComm_t comm, cudaStream_t stream) {
   host_cuda::count_call("nccl.reduce_scatter");
   if (!supported(t) || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-  host_cuda::enqueue_collective(stream, [=] {
+  issue(stream, [=] {
     // Widened copies: send and recv may overlap (in place: recv is this
     // rank's piece of send).
     const std::vector<float> v = widen(send, recv_count * size_t(comm->size), t);
@@ -136,7 +207,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, nccl
   host_cuda::count_call("nccl.all_gather");
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = send_count * type_size(t);
-  host_cuda::enqueue_collective(stream, [=] {
+  issue(stream, [=] {
     const std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
     MPI_Allgather(mine.data(), int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, comm->comm);
   });
@@ -148,7 +219,7 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   host_cuda::count_call("nccl.broadcast");
   if (!supported(t)) return ncclInvalidArgument;
   const size_t bytes = count * type_size(t);
-  host_cuda::enqueue_collective(stream, [=] {
+  issue(stream, [=] {
     if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);
     MPI_Bcast(recv, int(bytes), MPI_BYTE, root, comm->comm);
   });

@@ -11,7 +11,10 @@
 //    sees memory the queued work has not written yet (cudaMalloc's 0xFF:
 //    NaN); a buffer handed to its next user while another stream still
 //    reads it is overwritten first. cudaEventQuery answers
-//    cudaErrorNotReady until the work before the event has been made to run.
+//    cudaErrorNotReady until the work before the event has been made to run,
+//    except that a host that keeps asking about the same record sees it
+//    finish: the second query of a record runs the work before it (a
+//    polling wait, core/cuda/host_wait.hpp, would otherwise never end).
 //  - eager-comm: the same, except that streams created non-blocking (the
 //    NCCL communicator's) run each operation as soon as what it waits for
 //    has run. So a collective that does not wait for its inputs reads them
@@ -30,6 +33,13 @@
 // cudaStreamWaitEvent orders a stream after the work before the event's
 // last record. Synchronous memsets of device memory do not block the host
 // (as documented), cudaFree and cudaFreeHost synchronise the device.
+//
+// Collectives that never finish (GPT_EMULATED_NCCL_FAULT, host_nccl.cpp):
+// such an operation never runs, nor does anything queued after it or
+// waiting for it. cudaStreamQuery answers cudaErrorNotReady for a stream
+// that needs it, as a GPU would; a synchronisation that needs it (a GPU
+// would block forever there) ends the process with a message naming the
+// call, so a test sees the unbounded wait instead of hanging.
 //
 // Thread-safe: one lock around queues and execution (the MPI
 // communicator's progress thread copies on the legacy stream, and may so
@@ -51,6 +61,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -62,8 +73,9 @@ struct Point {
   uint64_t n = 0;
 };
 struct Op {
-  std::function<void()> work;  // empty: an event record or wait
+  std::function<void()> work;  // empty: an event record or wait; never: called when first reached
   std::vector<Point> after;
+  bool never = false;  // a collective that never finishes (enqueue_stuck_collective)
 };
 struct Stream {
   bool legacy = false, blocking = true;
@@ -76,6 +88,7 @@ struct Event {
   // When the last record ran here (set by the record operation itself, so
   // it is the host time the emulator reached that point of its stream).
   std::shared_ptr<std::chrono::steady_clock::time_point> ran_at;
+  int asked = 0;  // queries of the last record answered not ready
 };
 
 std::recursive_mutex g_mu;  // guards everything below
@@ -102,6 +115,14 @@ StreamOrder order() { return g_order; }
   std::fprintf(stderr, "host CUDA runtime: %s\n", what);
   std::abort();
 }
+// A synchronisation reached work that never finishes.
+[[noreturn]] void hangs(const char* call) {
+  std::fprintf(stderr,
+               "host CUDA runtime: %s waits for a collective that never finishes (GPT_EMULATED_NCCL_FAULT): "
+               "on a GPU this process would hang here\n",
+               call);
+  std::abort();
+}
 
 Stream* stream_of(cudaStream_t h) {
   if (h == nullptr || h == cudaStreamLegacy || h == cudaStreamPerThread) return &g_legacy;
@@ -115,6 +136,11 @@ bool ready(const Op& op) {
   for (const Point& a : op.after)
     if (a.s->done < a.n) return false;
   return true;
+}
+// The stream order has reached a collective that never finishes: tell its
+// issuer once (host NCCL: the asynchronous error appears now).
+void reach(Op& op) {
+  if (op.work) std::exchange(op.work, nullptr)();
 }
 void run_eager_comm();
 // Runs s's next operation (what it waits for has run).
@@ -135,6 +161,10 @@ void run_eager_comm() {
     progress = false;
     for (Stream* s : g_streams)
       while (!s->blocking && s->done < s->issued && ready(s->queue.front())) {
+        if (s->queue.front().never) {
+          reach(s->queue.front());
+          break;
+        }
         run_front(s);
         progress = true;
       }
@@ -143,8 +173,9 @@ void run_eager_comm() {
 }
 
 // Runs stream s's operations until it has run n, each one after what it
-// waits for (depth first, iteratively: the chains can be long).
-void run_until(Stream* s, uint64_t n) {
+// waits for (depth first, iteratively: the chains can be long). False when
+// that needs an operation that never finishes (what could run has run).
+bool run_until(Stream* s, uint64_t n) {
   std::vector<Point> todo{{s, n}};
   while (!todo.empty()) {
     const Point p = todo.back();
@@ -152,27 +183,36 @@ void run_until(Stream* s, uint64_t n) {
       todo.pop_back();
       continue;
     }
-    const Op& op = p.s->queue.front();
+    Op& op = p.s->queue.front();
+    if (op.never) {
+      if (ready(op)) reach(op);
+      return false;
+    }
     const auto waits = std::find_if(op.after.begin(), op.after.end(), [](const Point& a) { return a.s->done < a.n; });
     if (waits != op.after.end())
       todo.push_back(*waits);
     else
       run_front(p.s);
   }
+  return true;
 }
-void run_all() {
-  run_until(&g_legacy, g_legacy.issued);
-  for (Stream* s : g_streams) run_until(s, s->issued);
+// run_until for a call that blocks the host until the work has finished.
+void block_until(Stream* s, uint64_t n, const char* call) {
+  if (!run_until(s, n)) hangs(call);
+}
+void run_all(const char* call) {
+  block_until(&g_legacy, g_legacy.issued, call);
+  for (Stream* s : g_streams) block_until(s, s->issued, call);
 }
 
-void push(Stream* s, std::function<void()> work, std::vector<Point> after = {}) {
+void push(Stream* s, std::function<void()> work, std::vector<Point> after = {}, bool never = false) {
   if (s->legacy) {
     for (Stream* b : g_streams)
       if (b->blocking && b->done < b->issued) after.push_back({b, b->issued});
   } else if (s->blocking && g_legacy.done < g_legacy.issued) {
     after.push_back({&g_legacy, g_legacy.issued});
   }
-  s->queue.push_back(Op{std::move(work), std::move(after)});
+  s->queue.push_back(Op{std::move(work), std::move(after), never});
   ++s->issued;
   if (order() == StreamOrder::kProgram) run_until(s, s->issued);
   run_eager_comm();
@@ -185,17 +225,25 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   std::lock_guard lk(g_mu);
   push(stream_of(stream), std::move(work));
 }
-void enqueue_collective(cudaStream_t stream, std::function<void()> work) {
+namespace {
+void push_collective(cudaStream_t stream, std::function<void()> work, bool never) {
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(stream);
   std::vector<Point> after;
   if (g_last_collective.s) after.push_back(g_last_collective);
-  push(s, std::move(work), std::move(after));
+  push(s, std::move(work), std::move(after), never);
   g_last_collective = {s, s->issued};
 }
-void synchronize_device() {
+}  // namespace
+void enqueue_collective(cudaStream_t stream, std::function<void()> work) {
+  push_collective(stream, std::move(work), false);
+}
+void enqueue_stuck_collective(cudaStream_t stream, std::function<void()> reached) {
+  push_collective(stream, std::move(reached), true);
+}
+void synchronize_device(const char* call) {
   std::lock_guard lk(g_mu);
-  run_all();
+  run_all(call);
 }
 void set_stream_order(StreamOrder o) {
   std::lock_guard lk(g_mu);
@@ -206,7 +254,7 @@ void set_stream_order(StreamOrder o) {
 
 cudaError_t cudaDeviceSynchronize() {
   host_cuda::count_call("sync.device");
-  host_cuda::synchronize_device();
+  host_cuda::synchronize_device("cudaDeviceSynchronize");
   return cudaSuccess;
 }
 
@@ -220,13 +268,14 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* h, unsigned flags) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* h) { return cudaStreamCreateWithFlags(h, cudaStreamDefault); }
-// Queued work still runs (here: now); events recorded on the stream stay valid.
+// Queued work still runs (here: now, as far as it can: destroying a stream
+// does not wait for it); events recorded on the stream stay valid.
 cudaError_t cudaStreamDestroy(cudaStream_t h) {
   host_cuda::count_call("destroy.stream");
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(h);
   if (s == &g_legacy) return cudaErrorInvalidResourceHandle;
-  run_until(s, s->issued);
+  (void)run_until(s, s->issued);
   g_streams.erase(std::find(g_streams.begin(), g_streams.end(), s));
   g_destroyed.emplace_back(s);
   return cudaSuccess;
@@ -235,13 +284,19 @@ cudaError_t cudaStreamSynchronize(cudaStream_t h) {
   host_cuda::count_call("sync.stream");
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(h);
-  run_until(s, s->issued);
+  block_until(s, s->issued, "cudaStreamSynchronize");
   return cudaSuccess;
 }
 // A GPU that finishes a stream's work as soon as the host asks whether it
-// has: the query runs it, and so counts as a stream wait (the bounded waits
-// of core/cuda/host_wait.hpp poll with it).
-cudaError_t cudaStreamQuery(cudaStream_t h) { return cudaStreamSynchronize(h); }
+// has (unless it needs a collective that never finishes): the query runs
+// it, and so counts as a stream wait (the bounded waits of
+// core/cuda/host_wait.hpp poll with it).
+cudaError_t cudaStreamQuery(cudaStream_t h) {
+  host_cuda::count_call("sync.stream");
+  std::lock_guard lk(g_mu);
+  Stream* s = stream_of(h);
+  return run_until(s, s->issued) ? cudaSuccess : cudaErrorNotReady;
+}
 
 namespace {
 Event* event_of(cudaEvent_t h) {
@@ -278,6 +333,7 @@ cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
   push(s, [at] { *at = std::chrono::steady_clock::now(); });  // a record is the stream's next operation
   e->recorded = {s, s->issued};
   e->ran_at = std::move(at);
+  e->asked = 0;
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
@@ -289,16 +345,25 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
   push(stream_of(stream), nullptr, std::move(after));
   return cudaSuccess;
 }
+namespace {
+bool reached(const Point& p) { return !p.s || p.s->done >= p.n; }
+}  // namespace
+// Lazy: the first query of a record finds its work not run; the next one
+// runs it (unless it needs a collective that never finishes).
 cudaError_t cudaEventQuery(cudaEvent_t h) {
+  host_cuda::count_call("query.event");
   std::lock_guard lk(g_mu);
-  const Point p = event_of(h)->recorded;
-  return !p.s || p.s->done >= p.n ? cudaSuccess : cudaErrorNotReady;
+  Event* e = event_of(h);
+  const Point p = e->recorded;
+  if (reached(p)) return cudaSuccess;
+  if (e->asked++ == 0) return cudaErrorNotReady;
+  return run_until(p.s, p.n) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t h) {
   host_cuda::count_call("sync.event");
   std::lock_guard lk(g_mu);
   const Point p = event_of(h)->recorded;
-  if (p.s) run_until(p.s, p.n);
+  if (p.s) block_until(p.s, p.n, "cudaEventSynchronize");
   return cudaSuccess;
 }
 // As CUDA: an event never recorded or created without timing is an invalid
@@ -309,7 +374,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   std::lock_guard lk(g_mu);
   const Event *ea = event_of(a), *eb = event_of(b);
   if (!ea->timing || !eb->timing || !ea->recorded.s || !eb->recorded.s) return cudaErrorInvalidResourceHandle;
-  if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return cudaErrorNotReady;
+  if (!reached(ea->recorded) || !reached(eb->recorded)) return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(*eb->ran_at - *ea->ran_at).count();
   return cudaSuccess;
 }
@@ -345,7 +410,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (bytes) host_cuda::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); });
   std::lock_guard lk(g_mu);
   Stream* s = stream_of(nullptr);
-  run_until(s, s->issued);
+  block_until(s, s->issued, "cudaMemcpy");
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {

@@ -24,8 +24,18 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // late the lazy order runs them.
 void enqueue_collective(cudaStream_t stream, std::function<void()> work);
 
-// Runs every queued operation (cudaDeviceSynchronize).
-void synchronize_device();
+// A collective that never finishes (GPT_EMULATED_NCCL_FAULT): queued and
+// ordered as enqueue_collective, but it never runs, so neither does any
+// later collective nor anything that waits for it. cudaStreamQuery then
+// answers cudaErrorNotReady; a synchronisation that needs it ends the
+// process with a message (on a GPU it would block forever). `reached`
+// (may be empty) is called once, when the stream order first gets to it
+// (what it waits for has run): a GPU running the collective.
+void enqueue_stuck_collective(cudaStream_t stream, std::function<void()> reached = {});
+
+// Runs every queued operation (cudaDeviceSynchronize; call: the API call
+// that synchronises, for the message when it would hang).
+void synchronize_device(const char* call);
 
 // The order queued work runs in (host_streams.cpp); GPT_EMULATED_STREAMS
 // (lazy, eager-comm, program) sets it for a whole process, tests with this.
