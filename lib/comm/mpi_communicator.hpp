@@ -23,9 +23,8 @@
 #include <mpi.h>
 
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -51,12 +50,28 @@ class MpiCommunicator final : public Communicator {
   WorkPtr barrier_async() override;
 
  private:
+  // One collective as data, run by the progress thread (run()): issuing one
+  // allocates nothing once the task pool has grown to the most collectives
+  // in flight at once.
+  enum class Op { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+  struct Call {
+    Op op = Op::kBarrier;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    size_t count = 0;  // elements: all_reduce's and broadcast's buffer, reduce_scatter's recv, all_gather's send
+    DType t = DType::kF32;
+    ReduceOp reduce = ReduceOp::kSum;
+    int root = 0;
+    bool in_place = false;
+  };
+  static const char* op_name(Op op);  // for traces and the watchdog
   struct Task;
-  WorkPtr enqueue(const char* op, std::function<void()> fn, int64_t bytes);
+  WorkPtr enqueue(const Call& call, int64_t bytes);
+  void run(const Call& c);  // on the progress thread
   // Runs fn(send, recv) on host memory: directly, or through pinned staging
   // when either buffer is on a GPU. Called on the progress thread only.
-  void run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                   const std::function<void(const void*, void*)>& fn);
+  template <typename Fn>
+  void run_on_host(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, const Fn& fn);
   void* staging_ = nullptr;  // pinned host memory (CUDA builds), grown on demand
   size_t staging_bytes_ = 0;
   void* compute_stream_ = nullptr;  // cudaStream_t whose work inputs wait for
@@ -66,7 +81,12 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Task>> queue_;
+  // Every task made so far, reused once nobody else holds it and it has run.
+  std::vector<std::shared_ptr<Task>> pool_;
+  size_t pool_next_ = 0;  // where the search for a free task starts
+  // Issued tasks not yet taken by the progress thread: queue_[head_...].
+  std::vector<Task*> queue_;
+  size_t head_ = 0;
   bool stop_ = false;
   std::thread worker_;
 };

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <mutex>
 #include <vector>
 
 #include "comm/mpi_check.hpp"
@@ -52,54 +51,34 @@ ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclA
 
 }  // namespace
 
-// Timing events, created when the pool is empty and destroyed with it. An
-// event handed out again may be re-recorded while an earlier
-// cudaStreamWaitEvent on it is still pending: that wait keeps the record it
-// was issued after, as CUDA specifies.
-class NcclCommunicator::EventPool {
+// A collective's handle. Its timing events are created with it and kept
+// while the communicator's pool reuses it: an event recorded again may have
+// an earlier cudaStreamWaitEvent on it still pending, and that wait keeps
+// the record it was issued after, as CUDA specifies.
+class NcclCommunicator::NcclWork final : public Work {
  public:
-  EventPool() = default;
-  EventPool(const EventPool&) = delete;
-  EventPool& operator=(const EventPool&) = delete;
-  ~EventPool() {
-    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  NcclWork(cudaStream_t compute, ncclComm_t comm, CommStats* stats) : compute_(compute), comm_(comm), stats_(stats) {
+    GPT_CUDA_CHECK(cudaEventCreate(&start_));
+    GPT_CUDA_CHECK(cudaEventCreate(&end_));
   }
-  cudaEvent_t take() {
-    {
-      std::lock_guard lk(mu_);
-      if (!free_.empty()) {
-        const cudaEvent_t e = free_.back();
-        free_.pop_back();
-        return e;
-      }
-    }
-    cudaEvent_t e = nullptr;
-    GPT_CUDA_CHECK(cudaEventCreate(&e));
-    return e;
-  }
-  void give(cudaEvent_t e) {
-    std::lock_guard lk(mu_);
-    free_.push_back(e);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<cudaEvent_t> free_;
-};
-
-namespace {
-
-class NcclWork final : public Work {
- public:
-  using EventPool = NcclCommunicator::EventPool;
-  NcclWork(std::shared_ptr<EventPool> pool, cudaEvent_t start, cudaEvent_t end, cudaStream_t compute,
-           ncclComm_t comm, CommStats* stats)
-      : pool_(std::move(pool)), start_(start), end_(end), compute_(compute), comm_(comm), stats_(stats) {}
   ~NcclWork() override {
     account();
-    pool_->give(start_);
-    pool_->give(end_);
+    cudaEventDestroy(start_);
+    cudaEventDestroy(end_);
   }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  // For a new collective, issued on behalf of `compute`: the last one's
+  // time is counted if it has finished.
+  void begin(cudaStream_t compute) {
+    account();
+    compute_ = compute;
+    accounted_ = false;
+  }
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t end() const { return end_; }
+
   bool is_completed() override {
     check_async();
     const cudaError_t q = cudaEventQuery(end_);
@@ -121,15 +100,12 @@ class NcclWork final : public Work {
     if (cudaEventElapsedTime(&ms, start_, end_) == cudaSuccess) stats_->add_time(ms / 1e3);
     accounted_ = true;
   }
-  std::shared_ptr<EventPool> pool_;
-  cudaEvent_t start_, end_;
+  cudaEvent_t start_ = nullptr, end_ = nullptr;
   cudaStream_t compute_;
   ncclComm_t comm_;
   CommStats* stats_;
-  bool accounted_ = false;
+  bool accounted_ = true;  // nothing recorded yet
 };
-
-}  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : device_(device) {
   GPT_MPI_CHECK(MPI_Comm_rank(group, &rank_));
@@ -142,7 +118,6 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : device_(device)
   GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPT_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
   GPT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-  events_ = std::make_shared<EventPool>();
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -155,16 +130,26 @@ NcclCommunicator::~NcclCommunicator() {
 
 void NcclCommunicator::check_health() { check_async_error(comm_, __FILE__, __LINE__); }
 
-WorkPtr NcclCommunicator::launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes) {
+template <typename Issue>
+WorkPtr NcclCommunicator::launch(const Issue& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));
+  std::shared_ptr<NcclWork> work;
+  for (size_t i = 0; i < works_.size() && !work; ++i) {
+    const size_t k = (works_next_ + i) % works_.size();
+    if (works_[k].use_count() == 1) {  // its issuer has dropped it
+      work = works_[k];
+      works_next_ = (k + 1) % works_.size();
+    }
+  }
+  if (!work) work = works_.emplace_back(std::make_shared<NcclWork>(compute_, comm_, &stats_));
+  work->begin(compute_);
   GPT_CUDA_CHECK(cudaEventRecord(ready_, compute_));
   GPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
-  const cudaEvent_t start = events_->take(), end = events_->take();
-  GPT_CUDA_CHECK(cudaEventRecord(start, stream_));
+  GPT_CUDA_CHECK(cudaEventRecord(work->start(), stream_));
   GPT_NCCL_CHECK(issue(stream_));
-  GPT_CUDA_CHECK(cudaEventRecord(end, stream_));
+  GPT_CUDA_CHECK(cudaEventRecord(work->end(), stream_));
   stats_.add_issue(bytes);
-  return std::make_shared<NcclWork>(events_, start, end, compute_, comm_, &stats_);
+  return work;
 }
 
 WorkPtr NcclCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {

@@ -7,13 +7,16 @@
 // the comm stream. Work::wait() makes the *compute stream* wait on that
 // event: the host never blocks. is_completed() queries the event.
 //
-// Events: a collective's events come from a pool and go back to it when
-// its Work is destroyed, and one event marks the compute stream for every
-// collective, so a training step creates and destroys no CUDA events (the
-// hot-loop audit, tests/gpu/hot_loop.sh, holds it to that).
+// Works: each collective's Work (with its start and end events) comes from
+// a pool and is reused once its issuer has dropped it, and one event marks
+// the compute stream for every collective, so issuing a collective creates
+// no CUDA event and allocates nothing (the hot-loop audit,
+// tests/gpu/hot_loop.sh, and the allocation audit, tests/alloc_audit.sh,
+// hold it to that).
 //
 // Time: each collective's duration on the comm stream is read from its
-// start/end events once they have completed and added to stats().time_s.
+// start/end events once they have completed (when its Work is polled,
+// reused or destroyed) and added to stats().time_s.
 // exposed_s stays 0 here: the host is not blocked, and the compute stream's
 // stall is not observable from the host (profile it with nsys).
 //
@@ -25,8 +28,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
-#include <functional>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -53,11 +56,12 @@ class NcclCommunicator final : public Communicator {
   WorkPtr broadcast_async(void* buf, size_t count, DType t, int root) override;
   WorkPtr barrier_async() override;
 
-  class EventPool;  // the collectives' timing events (nccl_communicator.cpp)
-
  private:
-  // The one place that orders streams, issues a collective and builds its Work.
-  WorkPtr launch(const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t bytes);
+  class NcclWork;  // a collective's handle and timing events (nccl_communicator.cpp)
+  // The one place that orders streams, issues a collective (issue(stream))
+  // and hands out its Work.
+  template <typename Issue>
+  WorkPtr launch(const Issue& issue, int64_t bytes);
 
   int rank_ = 0, size_ = 1, device_ = 0;
   ncclComm_t comm_ = nullptr;
@@ -65,7 +69,10 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_ = nullptr;
   float* barrier_buf_ = nullptr;  // one device float for barrier_async()
   cudaEvent_t ready_ = nullptr;     // recorded on the compute stream before each collective
-  std::shared_ptr<EventPool> events_;  // shared with the Works, which may outlive this
+  // Every Work made so far; one only this pool holds is free for the next
+  // collective. Works may outlive the communicator.
+  std::vector<std::shared_ptr<NcclWork>> works_;
+  size_t works_next_ = 0;  // where the search for a free Work starts
 };
 
 }  // namespace gpt

@@ -23,7 +23,7 @@ constexpr int kCheckEvery = 64;  // polls between two checks of the communicator
 void set_watchdog(Watchdog w) { the_watchdog() = std::move(w); }
 const Watchdog& watchdog() { return the_watchdog(); }
 
-void wait_until(const std::function<bool()>& ready, const Watchdog& w, const char* what,
+void wait_until(const std::function<bool()>& ready, const Watchdog& w, WaitName name,
                 const std::function<std::chrono::steady_clock::time_point()>& now) {
   const auto start = now();
   for (long polls = 0;; ++polls) {
@@ -32,9 +32,10 @@ void wait_until(const std::function<bool()>& ready, const Watchdog& w, const cha
     if (w.timeout_s > 0) {
       const double waited = std::chrono::duration<double>(now() - start).count();
       if (waited > w.timeout_s)
-        throw StuckError(fmt::format("waited {:.0f} s for {} without it finishing: a collective is stuck "
+        throw StuckError(fmt::format("waited {:.0f} s for {}{}{}{} without it finishing: a collective is stuck "
                                      "(another rank failed or hangs?); --comm-timeout sets the limit",
-                                     waited, what));
+                                     waited, name.what, name.detail ? " (" : "", name.detail ? name.detail : "",
+                                     name.detail ? ")" : ""));
     }
     if (polls < kSpins)
       std::this_thread::yield();

@@ -29,12 +29,21 @@ struct Watchdog {
 void set_watchdog(Watchdog w);
 const Watchdog& watchdog();
 
+// What a wait is for, as its StuckError names it: "<what>", or "<what>
+// (<detail>)" ("the GPU (gradient norm)"). In two parts so that the name is
+// formatted only when the wait fails: the hot loop's waits allocate nothing.
+struct WaitName {
+  const char* what;
+  const char* detail = nullptr;
+  WaitName(const char* w, const char* d = nullptr) : what(w), detail(d) {}  // NOLINT: implicit from a string
+};
+
 // The polling loop: calls ready() until it is true, w.check() every few
 // polls, and throws StuckError when w.timeout_s passes first ("waited N s
-// for <what> without it finishing ..."; the clock is a parameter for
+// for <name> without it finishing ..."; the clock is a parameter for
 // tests). The first polls spin (most waits are short), later ones sleep
 // 50 us between polls.
-void wait_until(const std::function<bool()>& ready, const Watchdog& w, const char* what,
+void wait_until(const std::function<bool()>& ready, const Watchdog& w, WaitName name,
                 const std::function<std::chrono::steady_clock::time_point()>& now = std::chrono::steady_clock::now);
 
 }  // namespace gpt

@@ -1,6 +1,9 @@
 #include "io/metrics.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <iterator>
 #include <cstring>
 #include <filesystem>
 
@@ -23,7 +26,60 @@ MetricsWriter::~MetricsWriter() {
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!f_) return;
   const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), f_);
+  write_line(line.data(), line.size());
+}
+
+namespace {
+
+// A JSON number as nlohmann::json writes a double: the shortest form that
+// reads back the same, ".0" on whole numbers, null for NaN and infinities
+// (JSON has neither).
+void append_number(fmt::memory_buffer& out, double v) {
+  if (!std::isfinite(v)) {
+    fmt::format_to(std::back_inserter(out), "null");
+    return;
+  }
+  const size_t start = out.size();
+  fmt::format_to(std::back_inserter(out), "{}", v);
+  if (std::find_if(out.begin() + start, out.end(), [](char c) { return c == '.' || c == 'e'; }) == out.end())
+    fmt::format_to(std::back_inserter(out), ".0");
+}
+
+}  // namespace
+
+void MetricsWriter::write(const StepRecord& r) {
+  if (!f_) return;
+  line_.clear();
+  auto out = std::back_inserter(line_);
+  fmt::format_to(out, "{{\"comm\":{{\"bytes\":{},\"exposed_s\":", r.comm_bytes);
+  append_number(line_, r.comm_exposed_s);
+  fmt::format_to(out, ",\"time_s\":");
+  append_number(line_, r.comm_time_s);
+  fmt::format_to(out, "}},\"grad_norm\":");
+  append_number(line_, r.grad_norm);
+  fmt::format_to(out, ",\"loss\":");
+  append_number(line_, r.loss);
+  fmt::format_to(out, ",\"lr\":");
+  append_number(line_, r.lr);
+  fmt::format_to(out,
+                 ",\"mem\":{{\"activations\":{},\"buffers\":{},\"grads\":{},\"optim\":{},\"params\":{},"
+                 "\"peak\":{}}},\"mfu\":",
+                 r.mem_activations, r.mem_buffers, r.mem_grads, r.mem_optim, r.mem_params, r.mem_peak);
+  append_number(line_, r.mfu);
+  fmt::format_to(out, ",\"step\":{},\"step_time_s\":", r.step);
+  append_number(line_, r.step_time_s);
+  fmt::format_to(out, ",\"tokens_per_s\":");
+  append_number(line_, r.tokens_per_s);
+  if (r.val_loss) {
+    fmt::format_to(out, ",\"val_loss\":");
+    append_number(line_, *r.val_loss);
+  }
+  fmt::format_to(out, "}}\n");
+  write_line(line_.data(), line_.size());
+}
+
+void MetricsWriter::write_line(const char* data, size_t size) {
+  std::fwrite(data, 1, size, f_);
   std::fflush(f_);
 }
 

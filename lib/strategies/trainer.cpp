@@ -488,6 +488,8 @@ struct Trainer::Impl {
     if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
 
     TrainSummary sum;
+    sum.losses.reserve(std::max(cfg.steps - start_step, 0));  // no allocation in the loop
+    sum.grad_norms.reserve(std::max(cfg.steps - start_step, 0));
     const float loss_scale = 1.f / float(tokens_per_step);
     double steady_time = 0, steady_comm = 0, steady_exposed = 0;
     int steady_steps = 0;
@@ -552,22 +554,27 @@ struct Trainer::Impl {
       sum.losses.push_back(loss);
       sum.grad_norms.push_back(norm);
       const auto mm = mem_max();
-      nlohmann::json rec = {
-          {"step", step + 1},
-          {"loss", loss},
-          {"lr", lr},
-          {"grad_norm", norm},
-          {"tokens_per_s", tps},
-          {"mfu", mfu},
-          {"step_time_s", dt},
-          {"mem",
-           {{"params", mm[0]}, {"grads", mm[1]}, {"optim", mm[2]}, {"activations", mm[3]}, {"buffers", mm[4]},
-            {"peak", mm[5]}}},
-          {"comm", {{"bytes", comm.bytes}, {"time_s", comm.time_s}, {"exposed_s", comm.exposed_s}}}};
+      StepRecord rec;
+      rec.step = step + 1;
+      rec.loss = loss;
+      rec.lr = lr;
+      rec.grad_norm = norm;
+      rec.tokens_per_s = tps;
+      rec.mfu = mfu;
+      rec.step_time_s = dt;
+      rec.mem_params = mm[0];
+      rec.mem_grads = mm[1];
+      rec.mem_optim = mm[2];
+      rec.mem_activations = mm[3];
+      rec.mem_buffers = mm[4];
+      rec.mem_peak = mm[5];
+      rec.comm_bytes = comm.bytes;
+      rec.comm_time_s = comm.time_s;
+      rec.comm_exposed_s = comm.exposed_s;
       const bool last = step + 1 == cfg.steps;
       if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
         const double vl = evaluate();
-        rec["val_loss"] = vl;
+        rec.val_loss = vl;
         sum.final_val_loss = vl;
         log0("step {}: val loss {:.4f}", step + 1, vl);
       }

@@ -53,7 +53,7 @@ TEST(HostWait, TimesOutWithTheWaitNamed) {
   FakeClock clock(std::chrono::milliseconds(1000));
   const Watchdog w{30, {}};
   try {
-    wait_until([] { return false; }, w, "the GPU (gradient norm)", std::ref(clock));
+    wait_until([] { return false; }, w, {"the GPU", "gradient norm"}, std::ref(clock));
     FAIL() << "no error";
   } catch (const StuckError& e) {  // gpt_train must not tear down GPU state after it
     const std::string m = e.what();

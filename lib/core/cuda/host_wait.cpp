@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <string>
-
 #include "core/error.hpp"
 
 namespace gpt::cuda {
@@ -19,7 +17,6 @@ template <typename Query, typename Block>
 void bounded_wait(Query query, Block block, const char* what) {
   const Watchdog& w = watchdog();
   if (w.idle()) return check(block(), what);
-  const std::string name = fmt::format("the GPU ({})", what);
   wait_until(
       [&] {
         const cudaError_t e = query();
@@ -27,7 +24,7 @@ void bounded_wait(Query query, Block block, const char* what) {
         check(e, what);
         return true;
       },
-      w, name.c_str());
+      w, {"the GPU", what});
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ struct Event {
   // When the last record ran here (set by the record operation itself, so
   // it is the host time the emulator reached that point of its stream).
   std::shared_ptr<std::chrono::steady_clock::time_point> ran_at;
-  int asked = 0;  // queries of the last record answered not ready
+  bool asked = false;  // a query of the last record has been answered not ready
 };
 
 std::recursive_mutex g_mu;  // guards everything below
@@ -132,11 +132,10 @@ Stream* stream_of(cudaStream_t h) {
   return s;
 }
 
-bool ready(const Op& op) {
-  for (const Point& a : op.after)
-    if (a.s->done < a.n) return false;
-  return true;
-}
+// "Point p has run" (a point on no stream: nothing to wait for).
+bool reached(const Point& p) { return !p.s || p.s->done >= p.n; }
+
+bool ready(const Op& op) { return std::all_of(op.after.begin(), op.after.end(), reached); }
 // The stream order has reached a collective that never finishes: tell its
 // issuer once (host NCCL: the asynchronous error appears now).
 void reach(Op& op) {
@@ -188,7 +187,7 @@ bool run_until(Stream* s, uint64_t n) {
       if (ready(op)) reach(op);
       return false;
     }
-    const auto waits = std::find_if(op.after.begin(), op.after.end(), [](const Point& a) { return a.s->done < a.n; });
+    const auto waits = std::find_if_not(op.after.begin(), op.after.end(), reached);
     if (waits != op.after.end())
       todo.push_back(*waits);
     else
@@ -333,7 +332,7 @@ cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t stream) {
   push(s, [at] { *at = std::chrono::steady_clock::now(); });  // a record is the stream's next operation
   e->recorded = {s, s->issued};
   e->ran_at = std::move(at);
-  e->asked = 0;
+  e->asked = false;
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
@@ -345,9 +344,6 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned) {
   push(stream_of(stream), nullptr, std::move(after));
   return cudaSuccess;
 }
-namespace {
-bool reached(const Point& p) { return !p.s || p.s->done >= p.n; }
-}  // namespace
 // Lazy: the first query of a record finds its work not run; the next one
 // runs it (unless it needs a collective that never finishes).
 cudaError_t cudaEventQuery(cudaEvent_t h) {
@@ -356,7 +352,7 @@ cudaError_t cudaEventQuery(cudaEvent_t h) {
   Event* e = event_of(h);
   const Point p = e->recorded;
   if (reached(p)) return cudaSuccess;
-  if (e->asked++ == 0) return cudaErrorNotReady;
+  if (!std::exchange(e->asked, true)) return cudaErrorNotReady;
   return run_until(p.s, p.n) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t h) {
