@@ -253,17 +253,8 @@ WorkPtr MpiCommunicator::enqueue(const Call& call, int64_t bytes) {
   stats_.add_issue(bytes);
   std::shared_ptr<Task> task;
   {
-    std::lock_guard lk(mu_);
-    // A task is free when only the pool holds it (its issuer dropped the
-    // WorkPtr) and the progress thread has finished with it.
-    for (size_t i = 0; i < pool_.size() && !task; ++i) {
-      const size_t k = (pool_next_ + i) % pool_.size();
-      if (pool_[k].use_count() == 1 && pool_[k]->is_completed()) {
-        task = pool_[k];
-        pool_next_ = (k + 1) % pool_.size();
-      }
-    }
-    if (!task) task = pool_.emplace_back(std::make_shared<Task>());
+    std::lock_guard lk(mu_);  // the pool and the queue
+    task = pool_.take([](Task& t) { return t.is_completed(); }, [] { return std::make_shared<Task>(); });
     {
       std::lock_guard tl(task->mu);
       task->call = call;

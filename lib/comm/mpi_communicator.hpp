@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/work_pool.hpp"
 
 namespace gpt {
 
@@ -81,9 +82,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::mutex mu_;
   std::condition_variable cv_;
-  // Every task made so far, reused once nobody else holds it and it has run.
-  std::vector<std::shared_ptr<Task>> pool_;
-  size_t pool_next_ = 0;  // where the search for a free task starts
+  WorkPool<Task> pool_;  // a task is free once it has run
   // Issued tasks not yet taken by the progress thread: queue_[head_...].
   std::vector<Task*> queue_;
   size_t head_ = 0;

@@ -133,15 +133,9 @@ void NcclCommunicator::check_health() { check_async_error(comm_, __FILE__, __LIN
 template <typename Issue>
 WorkPtr NcclCommunicator::launch(const Issue& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));
-  std::shared_ptr<NcclWork> work;
-  for (size_t i = 0; i < works_.size() && !work; ++i) {
-    const size_t k = (works_next_ + i) % works_.size();
-    if (works_[k].use_count() == 1) {  // its issuer has dropped it
-      work = works_[k];
-      works_next_ = (k + 1) % works_.size();
-    }
-  }
-  if (!work) work = works_.emplace_back(std::make_shared<NcclWork>(compute_, comm_, &stats_));
+  // Any Work its issuer has dropped: its events may be recorded again.
+  const std::shared_ptr<NcclWork> work = works_.take(
+      [](NcclWork&) { return true; }, [&] { return std::make_shared<NcclWork>(compute_, comm_, &stats_); });
   work->begin(compute_);
   GPT_CUDA_CHECK(cudaEventRecord(ready_, compute_));
   GPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));

@@ -29,9 +29,9 @@
 #include <nccl.h>
 
 #include <memory>
-#include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/work_pool.hpp"
 
 namespace gpt {
 
@@ -69,10 +69,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_ = nullptr;
   float* barrier_buf_ = nullptr;  // one device float for barrier_async()
   cudaEvent_t ready_ = nullptr;     // recorded on the compute stream before each collective
-  // Every Work made so far; one only this pool holds is free for the next
-  // collective. Works may outlive the communicator.
-  std::vector<std::shared_ptr<NcclWork>> works_;
-  size_t works_next_ = 0;  // where the search for a free Work starts
+  WorkPool<NcclWork> works_;  // Works may outlive the communicator
 };
 
 }  // namespace gpt

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <iterator>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "core/error.hpp"
 
@@ -31,10 +31,13 @@ void MetricsWriter::write(const nlohmann::json& record) {
 
 namespace {
 
-// A JSON number as nlohmann::json writes a double: the shortest form that
-// reads back the same, ".0" on whole numbers, null for NaN and infinities
-// (JSON has neither).
-void append_number(fmt::memory_buffer& out, double v) {
+// `key` (the text before the number: any comma or closing brace, the quoted
+// key and its colon), then a JSON number as
+// nlohmann::json writes a double: the shortest form that reads back the
+// same, ".0" on whole numbers, null for NaN and infinities (JSON has
+// neither).
+void append_number(fmt::memory_buffer& out, const char* key, double v) {
+  fmt::format_to(std::back_inserter(out), "{}", key);
   if (!std::isfinite(v)) {
     fmt::format_to(std::back_inserter(out), "null");
     return;
@@ -51,29 +54,19 @@ void MetricsWriter::write(const StepRecord& r) {
   if (!f_) return;
   line_.clear();
   auto out = std::back_inserter(line_);
-  fmt::format_to(out, "{{\"comm\":{{\"bytes\":{},\"exposed_s\":", r.comm_bytes);
-  append_number(line_, r.comm_exposed_s);
-  fmt::format_to(out, ",\"time_s\":");
-  append_number(line_, r.comm_time_s);
-  fmt::format_to(out, "}},\"grad_norm\":");
-  append_number(line_, r.grad_norm);
-  fmt::format_to(out, ",\"loss\":");
-  append_number(line_, r.loss);
-  fmt::format_to(out, ",\"lr\":");
-  append_number(line_, r.lr);
-  fmt::format_to(out,
-                 ",\"mem\":{{\"activations\":{},\"buffers\":{},\"grads\":{},\"optim\":{},\"params\":{},"
-                 "\"peak\":{}}},\"mfu\":",
+  fmt::format_to(out, "{{\"comm\":{{\"bytes\":{}", r.comm_bytes);
+  append_number(line_, ",\"exposed_s\":", r.comm_exposed_s);
+  append_number(line_, ",\"time_s\":", r.comm_time_s);
+  append_number(line_, "},\"grad_norm\":", r.grad_norm);
+  append_number(line_, ",\"loss\":", r.loss);
+  append_number(line_, ",\"lr\":", r.lr);
+  fmt::format_to(out, ",\"mem\":{{\"activations\":{},\"buffers\":{},\"grads\":{},\"optim\":{},\"params\":{},\"peak\":{}}}",
                  r.mem_activations, r.mem_buffers, r.mem_grads, r.mem_optim, r.mem_params, r.mem_peak);
-  append_number(line_, r.mfu);
-  fmt::format_to(out, ",\"step\":{},\"step_time_s\":", r.step);
-  append_number(line_, r.step_time_s);
-  fmt::format_to(out, ",\"tokens_per_s\":");
-  append_number(line_, r.tokens_per_s);
-  if (r.val_loss) {
-    fmt::format_to(out, ",\"val_loss\":");
-    append_number(line_, *r.val_loss);
-  }
+  append_number(line_, ",\"mfu\":", r.mfu);
+  fmt::format_to(out, ",\"step\":{}", r.step);
+  append_number(line_, ",\"step_time_s\":", r.step_time_s);
+  append_number(line_, ",\"tokens_per_s\":", r.tokens_per_s);
+  if (r.val_loss) append_number(line_, ",\"val_loss\":", *r.val_loss);
   fmt::format_to(out, "}}\n");
   write_line(line_.data(), line_.size());
 }
