@@ -15,6 +15,8 @@
 namespace gpt::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* what, const char* stmt, const char* file, int line);
+// Names the status through the opened cuBLASLt (cublaslt_api.hpp).
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* stmt, const char* file, int line);
 // Throws gpt::Error(message). CUDA sources report through these two rather
 // than fmt: nvcc cannot compile fmt's C++20 consteval format checks.
 [[noreturn]] void throw_error(const std::string& message);
@@ -30,8 +32,7 @@ namespace gpt::cuda {
 #define GPT_CUBLAS_OK(stmt)                                                                                 \
   do {                                                                                                      \
     cublasStatus_t s_ = (stmt);                                                                             \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                                        \
-      ::gpt::cuda::throw_cuda_error(cublasLtGetStatusString(s_), #stmt, __FILE__, __LINE__);                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) ::gpt::cuda::throw_cublas_error(s_, #stmt, __FILE__, __LINE__);        \
   } while (0)
 
 #define GPT_CUDA_LAUNCHED() GPT_CUDA_OK(cudaGetLastError())

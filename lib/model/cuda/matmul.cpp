@@ -37,21 +37,22 @@ struct Matmul::Plan {
   cublasLtMatmulAlgo_t algo{};
   bool ok = false;
   ~Plan() {
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
+    const CublasLtApi& lt = cublaslt();
+    if (desc) lt.matmul_desc_destroy(desc);
+    if (a) lt.matrix_layout_destroy(a);
+    if (b) lt.matrix_layout_destroy(b);
+    if (d) lt.matrix_layout_destroy(d);
   }
 };
 
-Matmul::Matmul(DeviceAllocator* alloc, size_t workspace_bytes) : alloc_(alloc) {
-  GPT_CUBLAS_OK(cublasLtCreate(&handle_));
+Matmul::Matmul(DeviceAllocator* alloc, size_t workspace_bytes) : lt_(cublaslt()), alloc_(alloc) {
+  GPT_CUBLAS_OK(lt_.create(&handle_));
   workspace_ = DeviceBuffer<char>(workspace_bytes, MemCategory::kScratch, alloc_);
 }
 
 Matmul::~Matmul() {
   plans_.clear();
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt_.destroy(handle_);
 }
 
 template <typename T>
@@ -66,40 +67,40 @@ bool Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
   if (!slot) {
     auto p = std::make_unique<Plan>();
     const cudaDataType_t dt = data_type<T>();
-    GPT_CUBLAS_OK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    GPT_CUBLAS_OK(lt_.matmul_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (epilogue == kBias) epi = CUBLASLT_EPILOGUE_BIAS;
     if (epilogue == kGeluAux) epi = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (epilogue == kDGelu) epi = CUBLASLT_EPILOGUE_DGELU;
-    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (has_bias) {
-      GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof dt));
+      GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof dt));
     }
     if (epilogue == kGeluAux || epilogue == kDGelu) {
       GPT_CUBLAS_OK(
-          cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+          lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
     }
-    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->a, dt, transa ? k : m, transa ? m : k, lda));
-    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->b, dt, transb ? n : k, transb ? k : n, ldb));
-    GPT_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p->d, dt, m, n, ldd));
+    GPT_CUBLAS_OK(lt_.matrix_layout_create(&p->a, dt, transa ? k : m, transa ? m : k, lda));
+    GPT_CUBLAS_OK(lt_.matrix_layout_create(&p->b, dt, transb ? n : k, transb ? k : n, ldb));
+    GPT_CUBLAS_OK(lt_.matrix_layout_create(&p->d, dt, m, n, ldd));
 
     cublasLtMatmulPreference_t pref = nullptr;
-    GPT_CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
+    GPT_CUBLAS_OK(lt_.matmul_preference_create(&pref));
     const uint64_t ws = workspace_.bytes();
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    lt_.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     const uint32_t al_a = uint32_t(key[12]), al_b = uint32_t(key[13]), al_d = uint32_t(key[14]);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
+    lt_.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    lt_.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    lt_.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
+    lt_.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+        lt_.matmul_algo_get_heuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+    lt_.matmul_preference_destroy(pref);
     p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
     if (p->ok) p->algo = result.algo;
     slot = std::move(p);
@@ -113,14 +114,14 @@ bool Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
   // Pointers are per call; setting them on the cached descriptor is cheap.
   if (has_bias) {
     const void* bp = bias;
-    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
   }
   if (epilogue == kGeluAux || epilogue == kDGelu) {
     const void* ap = aux;
-    GPT_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap));
+    GPT_CUBLAS_OK(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap));
   }
   const float alpha = 1.f;
-  const cublasStatus_t st = cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d,
+  const cublasStatus_t st = lt_.matmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d,
                                            &p.algo, workspace_.data(), workspace_.bytes(), s);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED && (epilogue == kGeluAux || epilogue == kDGelu)) {
     p.ok = false;  // a heuristic's pick the library then refuses: use the fallback from now on

@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "core/cuda/device_memory.hpp"
+#include "model/cuda/cublaslt_api.hpp"
 #include "model/cuda/gelu_epilogue_check.hpp"
 #include "model/cuda/types.hpp"
 
@@ -95,6 +96,7 @@ class Matmul {
   template <typename T>
   void bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s);
 
+  const CublasLtApi& lt_;  // opened by the first Matmul (cublaslt_api.hpp)
   DeviceAllocator* alloc_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<char> workspace_;

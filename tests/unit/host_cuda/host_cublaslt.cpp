@@ -172,6 +172,8 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
 }
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 
+size_t cublasLtGetVersion() { return CUBLAS_VERSION; }
+
 const char* cublasLtGetStatusString(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
