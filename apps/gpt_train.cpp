@@ -9,11 +9,15 @@
 // wait forever for the stuck collective. The process ends with it alive
 // (MpiEnv::abort does not return). After any other error it is destroyed
 // first, as before: a checkpoint being written in the background finishes.
+#include <mpi.h>
+
+#include <cstdio>
 #include <optional>
 
 #include "comm/mpi_env.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/stall_guard.hpp"
 #include "io/run_config.hpp"
 #include "strategies/trainer.hpp"
 
@@ -26,6 +30,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   gpt::init_logging(env->rank(), env->size());
+  // A stretch of blocking library calls with no progress (core/stall_guard.hpp)
+  // ends every rank from the monitor thread; the stuck thread never returns.
+  gpt::set_stall_handler([](const std::string& message) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  });
   std::optional<gpt::Trainer> trainer;
   try {
     gpt::RunConfig cfg;

@@ -1,6 +1,7 @@
 #include "io/checkpoint.hpp"
 
 #include "core/hash.hpp"
+#include "core/stall_guard.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -69,6 +70,15 @@ void test_write_delay() {
   if (ms > 0) ::usleep(useconds_t(ms) * 1000);
 }
 
+// Test hook: GPT_TEST_CKPT_STALL_RANK=R stops rank R for good as it starts
+// writing tensors (a file system write that never returns), so that a test
+// can see the other ranks' StallGuard end the job.
+void test_stall(int rank) {
+  const char* v = std::getenv("GPT_TEST_CKPT_STALL_RANK");
+  if (!v || std::atoi(v) != rank) return;
+  for (;;) ::sleep(60);
+}
+
 std::string step_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
 void fsync_path(const std::string& p) {
@@ -96,6 +106,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   MPI_Barrier(comm);
   const std::string file = tmp + "/state.h5";
   h5::Id f = h5::create_file(file, comm);
+  test_stall(rank);
   for (size_t ui = 0; ui < layout.num_units(); ++ui) {
     const UnitSpec& u = layout.unit(ui);
     const UnitSlice& s = slices[ui];
@@ -108,6 +119,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
         uint64_t sum = n > 0 ? tensor_checksum(s.state[g] + off, lo, n) : 0;
         MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
         h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
+        note_progress(ds);  // the caller's StallGuard (core/stall_guard.hpp)
       }
       test_write_delay();
     });
@@ -204,6 +216,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
           if (sum != h5::attr_uint(d.get(), "checksum"))
             throw DataError(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));
+          note_progress(ds);
         }
       });
     }

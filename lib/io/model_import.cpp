@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/stall_guard.hpp"
 #include "io/h5.hpp"
 
 namespace gpt {
@@ -124,6 +125,7 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
         h5::Id d = h5::open_dataset(f.get(), t.name);
         const int64_t a = std::max<int64_t>(lo - t.offset, 0), b = std::max(hi - t.offset, a);
         h5::read_range(d.get(), s.state[0] + std::max<int64_t>(lo - s.begin, 0), a, b, true);
+        note_progress(t.name);  // the caller's StallGuard (core/stall_guard.hpp)
       }
     }
   } catch (const h5::H5Error& e) {

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
+#include "core/stall_guard.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
@@ -177,6 +178,7 @@ struct Trainer::Impl {
         resume_path(resolve_resume(cfg)),
         metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
         sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps} {
+    note_progress("the model and the data");
     if (!cfg.val_data.empty()) {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
@@ -206,6 +208,7 @@ struct Trainer::Impl {
 
   // GPU communicators order their collectives against the compute stream.
   DeviceMesh2D& set_streams() {
+    note_progress("the communicators");  // the start-up's StallGuard (Trainer::Trainer)
     if (backend)
       for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()})
         c->set_compute_stream(backend->stream());
@@ -229,6 +232,7 @@ struct Trainer::Impl {
     if (resume_path.empty()) {
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
       if (!cfg.init_from.empty()) {
+        StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
         import_params(cfg.init_from, base, layout, owned_slices());
         strategy->after_load();
         log0("initialised from {}", cfg.init_from);
@@ -236,6 +240,8 @@ struct Trainer::Impl {
       return 0;
     }
     Timer t;
+    // HDF5's collective reads block until every rank arrives; each tensor is progress.
+    StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
     const CheckpointMeta meta = load_checkpoint(resume_path, base, layout, owned_slices());
     strategy->after_load();
     loader.seek(meta.data);
@@ -262,6 +268,8 @@ struct Trainer::Impl {
     meta.world_size = world;
     meta.config = cfg.to_json();
     if (!cfg.ckpt_async) {
+      // HDF5's collective writes block until every rank arrives; each tensor is progress.
+      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));
       const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
       log0("checkpoint {} written in {:.2f} s", path, t.seconds());
       return;
@@ -284,6 +292,7 @@ struct Trainer::Impl {
       try {
         trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
         Timer w;
+        StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {} (background)", meta.step));
         const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
         log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
       } catch (...) {
@@ -656,6 +665,10 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base) : Trainer(cfg, base, nullp
 
 Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBackend> backend) {
   set_num_threads(cfg.threads);
+  // The start-up's collectives (the mesh's communicators, NCCL's set-up,
+  // the GEMM peak's sum) block inside MPI and NCCL until every rank arrives;
+  // each phase (communicators, model and data, GEMM peak) is progress.
+  StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
   impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
 }
 
