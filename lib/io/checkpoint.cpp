@@ -137,6 +137,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   h5::set_attr(f.get(), "config", meta.config.dump());
   f.close();
   MPI_Barrier(comm);  // every rank has closed (flushed) the file
+  note_progress("closing state.h5");
   if (rank == 0) {
     fsync_path(file);
     {

@@ -12,11 +12,9 @@
 set -uo pipefail
 build="$1"; work="$2"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"; mkdir -p "$work"
-python3 "$root/tests/make_text.py" "$work/text.txt" 3000
-"$build/apps/prepare_data" --input "$work/text.txt" --out "$work" --name d --val-fraction 0 >/dev/null || exit 1
-args=(--data "$work/d_train_*.bin" --n-layer 2 --n-embd 64 --n-head 4 --n-ctx 32 --seq-len 32 --global-batch 8
-      --micro-batch 4 --steps 4 --threads 1 --sample-tokens 0 --strategy zero3 --ckpt-every 2)
+rm -rf "$work"
+"$root/tests/make_tiny_run.sh" "$build" "$work" || exit 1  # 2 layers, width 64, T=32, global batch 8
+args=(--config "$work/tiny.toml" --micro-batch 4 --steps 4 --strategy zero3 --ckpt-every 2 --log-every 1000)
 fail() { echo "FAIL: $*"; exit 1; }
 
 # run NAME LIMIT_S ARGS...: the job under `timeout LIMIT_S`; sets rc and secs.
