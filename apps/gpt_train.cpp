@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "comm/mpi_env.hpp"
@@ -22,6 +23,18 @@
 #include "strategies/trainer.hpp"
 
 int main(int argc, char** argv) {
+  // --help needs no MPI: it answers on a login node, without a launcher.
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      try {
+        gpt::RunConfig cfg;
+        gpt::parse_run_config(argc, argv, cfg);  // prints the help
+        return 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+      }
+    }
   std::optional<gpt::MpiEnv> env;
   try {
     env.emplace(&argc, &argv);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# gpt_train --help answers without MPI (on a login node, without a
+# launcher): with Open MPI told to use a transport that does not exist, MPI
+# cannot start, yet --help prints every flag and exits 0. Control: the same
+# setting makes a run fail, so MPI really could not start.
+#   help_without_mpi.sh GPT_TRAIN
+set -uo pipefail
+train="$1"
+export OMPI_MCA_pml=nonexistent
+out=$("$train" --help 2>&1) || { echo "$out"; echo "FAIL: --help exited non-zero"; exit 1; }
+grep -q -- "--comm-timeout" <<<"$out" || { echo "$out"; echo "FAIL: the help lacks --comm-timeout"; exit 1; }
+grep -q -- "--ckpt-dir" <<<"$out" || { echo "$out"; echo "FAIL: the help lacks --ckpt-dir"; exit 1; }
+if "$train" --steps 1 > /dev/null 2>&1; then echo "FAIL: control: a run started MPI anyway"; exit 1; fi
+echo "ok: --help without MPI; the control run fails to start MPI"
