@@ -3,8 +3,8 @@
 //
 // Why not link libcublasLt: it is 540 MB with about 400,000 relocations, and
 // the dynamic loader processes them in every process that links it, whether
-// or not it multiplies on a GPU: about 0.5 s and 90 MB of private memory per
-// process (tests/cli/lazy_cuda_libs.sh measures it). gpt_train is one binary
+// or not it multiplies on a GPU: about 0.4 s of CPU and 190 MB resident (90
+// MB of it private) per process (bench/process_start.sh). gpt_train is one binary
 // for both devices, so a --device cpu rank, the planner and every test paid
 // that. Now only a process that makes a Matmul opens the library: dlopen of
 // "libcublasLt.so.<major of the headers we compiled against>", through the
