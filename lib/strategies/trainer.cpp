@@ -279,6 +279,7 @@ struct Trainer::Impl {
       for (const UnitSlice& s : slices)
         for (int g = 0; g < 3; ++g)
           ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
+      StallGuard guard(cfg.comm_timeout_s, "the background writer's communicator");  // MPI_Comm_dup, blocking
       MPI_Comm_dup(base, &ckpt_comm);
     }
     for (size_t u = 0; u < slices.size(); ++u)
@@ -605,6 +606,7 @@ struct Trainer::Impl {
     join_checkpoint();  // the run is not done until its last checkpoint is published
     if (!cfg.trace.empty()) {
       trace::stop();
+      StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
       write_trace(cfg.trace, base);
       log0("trace written to {} (open in ui.perfetto.dev)", cfg.trace);
     }
