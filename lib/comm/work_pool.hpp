@@ -16,6 +16,15 @@ class WorkPool {
  public:
   // A free handle, searched round-robin from after the last one taken, or
   // else make()'s new one, kept from then on.
+  // Makes n handles up front (and room for 2n), for a pool whose high-water
+  // mark depends on timing: without it, a step that happens to have one
+  // more in flight than any before allocates in the loop.
+  template <typename Make>
+  void fill(size_t n, Make make) {
+    all_.reserve(2 * n);
+    while (all_.size() < n) all_.emplace_back(make());
+  }
+
   template <typename Free, typename Make>
   std::shared_ptr<T> take(Free free, Make make) {
     for (size_t i = 0; i < all_.size(); ++i) {
