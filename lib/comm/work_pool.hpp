@@ -14,8 +14,6 @@ namespace gpt {
 template <typename T>
 class WorkPool {
  public:
-  // A free handle, searched round-robin from after the last one taken, or
-  // else make()'s new one, kept from then on.
   // Makes n handles up front (and room for 2n), for a pool whose high-water
   // mark depends on timing: without it, a step that happens to have one
   // more in flight than any before allocates in the loop.
@@ -25,6 +23,8 @@ class WorkPool {
     while (all_.size() < n) all_.emplace_back(make());
   }
 
+  // A free handle, searched round-robin from after the last one taken, or
+  // else make()'s new one, kept from then on.
   template <typename Free, typename Make>
   std::shared_ptr<T> take(Free free, Make make) {
     for (size_t i = 0; i < all_.size(); ++i) {
