@@ -11,9 +11,12 @@
 // first, as before: a checkpoint being written in the background finishes.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "comm/mpi_env.hpp"
 #include "core/error.hpp"
@@ -21,6 +24,15 @@
 #include "core/stall_guard.hpp"
 #include "io/run_config.hpp"
 #include "strategies/trainer.hpp"
+
+// Test hook: GPT_TEST_END_STALL_RANK=R stops rank R for good after the run,
+// outside any StallGuard, so that only the other ranks' guard of the end
+// can end the job (tests/cli/stall.sh).
+static void stall_at_end_for_test(int rank) {
+  const char* v = std::getenv("GPT_TEST_END_STALL_RANK");
+  if (v && std::atoi(v) == rank)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
 
 int main(int argc, char** argv) {
   // --help needs no MPI: it answers on a login node, without a launcher.
@@ -45,15 +57,13 @@ int main(int argc, char** argv) {
   gpt::init_logging(env->rank(), env->size());
   // A stretch of blocking library calls with no progress (core/stall_guard.hpp)
   // ends every rank from the monitor thread; the stuck thread never returns.
-  gpt::set_stall_handler([](const std::string& message) {
-    std::fprintf(stderr, "error: %s\n", message.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  });
+  gpt::set_stall_handler([](const std::string& message) { gpt::MpiEnv::abort_now(message, 1); });
   std::optional<gpt::Trainer> trainer;
+  double comm_timeout_s = 0;  // --comm-timeout, for the end of the run
   try {
     gpt::RunConfig cfg;
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
+    comm_timeout_s = cfg.comm_timeout_s;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     gpt::log0("{} ranks on {} node(s), {} per node{}", env->size(), env->num_nodes(), env->local_size(),
               env->uniform() ? "" : " (uneven)");
@@ -79,6 +89,16 @@ int main(int argc, char** argv) {
     trainer.reset();
     env->abort(fmt::format("unexpected error: {}", e.what()), 1);
   }
-  trainer.reset();
+  // The end of the run blocks too: the trainer's teardown (NCCL's
+  // communicators, the device) and MPI_Finalize, which waits for every rank
+  // to reach it. A rank that never does would hold the job until the
+  // scheduler's time limit; the ranks' last collective is a moment before.
+  stall_at_end_for_test(env->rank());
+  {
+    gpt::StallGuard guard(comm_timeout_s, "the end of the run: the teardown, then MPI_Finalize's wait for every rank");
+    trainer.reset();
+    gpt::note_progress("the trainer's teardown");
+    env.reset();  // MPI_Finalize
+  }
   return 0;
 }

@@ -68,6 +68,15 @@ MpiEnv::~MpiEnv() {
   if (!finalized) MPI_Finalize();
 }
 
+// MPI_Initialized and MPI_Finalized may be called from any thread at any time.
+[[noreturn]] static void end_job(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // not reached after MPI_Abort
+}
+
 void MpiEnv::abort(const std::string& message, int code, bool same_on_all_ranks) const {
   if (rank_ == 0 || !same_on_all_ranks) {
     std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -80,8 +89,13 @@ void MpiEnv::abort(const std::string& message, int code, bool same_on_all_ranks)
   // Only rank 0 prints an error every rank has: let it print and abort the
   // job first. Should rank 0 not have it after all, this rank still aborts.
   if (same_on_all_ranks && rank_ != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::exit(code);  // not reached
+  end_job(code);
+}
+
+void MpiEnv::abort_now(const std::string& message, int code) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  end_job(code);
 }
 
 }  // namespace gpt

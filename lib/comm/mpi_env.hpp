@@ -47,6 +47,13 @@ class MpiEnv {
   // prints it; otherwise every rank that has it prints it.
   [[noreturn]] void abort(const std::string& message, int code = 1, bool same_on_all_ranks = false) const;
 
+  // Logs "error: <message>" on stderr and ends every rank with `code` at
+  // once (MPI_Abort; _Exit before MPI_Init and after MPI_Finalize). Unlike
+  // abort() it never finalizes, so it is safe from any thread, also while
+  // another thread is inside MPI, MPI_Finalize's wait for the other ranks
+  // included: the StallGuard's monitor thread ends the job with it.
+  [[noreturn]] static void abort_now(const std::string& message, int code = 1);
+
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, num_nodes_ = 1;
   bool uniform_ = true;

@@ -31,6 +31,7 @@
 
 #include "core/error.hpp"
 #include "core/shard.hpp"
+#include "core/stall_guard.hpp"
 #include "model/init.hpp"
 #include "strategies/strategy.hpp"
 
@@ -125,6 +126,9 @@ class DataParallel final : public Strategy {
       u.m = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       u.v = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       units_.push_back(std::move(u));
+      // The start-up's StallGuard bounds progress, not the whole start-up:
+      // a large model's initial values take long, each unit's do not.
+      note_progress("the initial values of unit " + spec.name);
     }
     // Room for three transient buffers per unit, the kinds take() hands out
     // (gathered parameters, full gradient, widened gradient), so that give()

@@ -669,7 +669,8 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   set_num_threads(cfg.threads);
   // The start-up's collectives (the mesh's communicators, NCCL's set-up,
   // the GEMM peak's sum) block inside MPI and NCCL until every rank arrives;
-  // each phase (communicators, model and data, GEMM peak) is progress.
+  // each phase (communicators, each unit's initial values, model and data)
+  // is progress.
   StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
   impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
 }
