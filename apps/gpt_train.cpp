@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/stall_guard.hpp"
+#include "core/stop_signal.hpp"
 #include "io/run_config.hpp"
 #include "strategies/trainer.hpp"
 
@@ -55,11 +56,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   gpt::init_logging(env->rank(), env->size());
+  gpt::install_stop_signals();  // SIGTERM, SIGINT, SIGUSR1: stop after the current step, with a checkpoint
   // A stretch of blocking library calls with no progress (core/stall_guard.hpp)
   // ends every rank from the monitor thread; the stuck thread never returns.
   gpt::set_stall_handler([](const std::string& message) { gpt::MpiEnv::abort_now(message, 1); });
   std::optional<gpt::Trainer> trainer;
   double comm_timeout_s = 0;  // --comm-timeout, for the end of the run
+  int exit_code = 0;          // kExitStoppedEarly: stopped on a signal (core/stop_signal.hpp)
   try {
     gpt::RunConfig cfg;
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
@@ -76,7 +79,13 @@ int main(int argc, char** argv) {
       }
     }
     trainer.emplace(cfg, *env);
-    trainer->run();
+    const gpt::TrainSummary summary = trainer->run();
+    if (!summary.stop_signal.empty()) {
+      gpt::log0("stopped early on {} after step {} of {}; exit {}{}", summary.stop_signal, summary.steps_done,
+                cfg.steps, gpt::kExitStoppedEarly,
+                cfg.ckpt_dir.empty() ? "" : " (--resume auto in the same --ckpt-dir continues the run)");
+      exit_code = gpt::kExitStoppedEarly;
+    }
   } catch (const gpt::StuckError& e) {
     env->abort(e.what(), 1);  // trainer stays alive: see above
   } catch (const gpt::ConfigError& e) {
@@ -100,5 +109,5 @@ int main(int argc, char** argv) {
     gpt::note_progress("the trainer's teardown");
     env.reset();  // MPI_Finalize
   }
-  return 0;
+  return exit_code;
 }

@@ -44,6 +44,23 @@ gpt_launch() {
   fi
 }
 
+# Runs gpt_train ("$@") with gpt_launch. A run that stops early on a signal
+# exits 75 after checkpointing the step it stopped after: the warning the
+# job scripts ask SLURM for before the time limit (#SBATCH --signal=USR1@180),
+# `scancel --signal=USR1 JOB`, or a preemption's SIGTERM. With checkpoints on
+# (GPT_CKPT_EVERY, which also sets --resume auto) the job is requeued and
+# resumes from that checkpoint; without them it fails with 75.
+gpt_train_or_requeue() {
+  local rc=0
+  gpt_launch "$@" || rc=$?
+  if [[ $rc == 75 && -n "${GPT_CKPT_EVERY:-}" && -n "${SLURM_JOB_ID:-}" ]]; then
+    echo "stopped early with a checkpoint: requeueing job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0} ended)"
+    scontrol requeue "$SLURM_JOB_ID" || gpt_die "scontrol requeue $SLURM_JOB_ID failed (is the job --requeue?)"
+    exit 0  # not reached when SLURM ends this script as it requeues the job
+  fi
+  return "$rc"
+}
+
 # gpt_train flags from GPT_* variables (empty ones are left to the config).
 #   GPT_CONFIG (default input/default.toml) GPT_MODEL GPT_DATA GPT_STEPS
 #   GPT_OUT (default runs/$SLURM_JOB_ID): metrics.jsonl, ckpt/, trace.json

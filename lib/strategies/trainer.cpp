@@ -12,6 +12,7 @@
 #include "core/logging.hpp"
 #include "core/memory.hpp"
 #include "core/stall_guard.hpp"
+#include "core/stop_signal.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
@@ -540,8 +541,14 @@ struct Trainer::Impl {
       }
       loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
-      // micro-batches hold the same number of tokens.
-      loss = mean_over_ranks(local_loss, "the loss mean over ranks");
+      // micro-batches hold the same number of tokens. The same all-reduce
+      // counts the ranks that have received a stop signal
+      // (core/stop_signal.hpp), so that all of them stop after the same step.
+      double loss_and_stops[2] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0};
+      bounded_allreduce(loss_and_stops, 2, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
+      loss = loss_and_stops[0] / world;
+      const bool last = step + 1 == cfg.steps;
+      const bool stopping = loss_and_stops[1] > 0 && !last;
       if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
       step_span.reset();
@@ -581,7 +588,6 @@ struct Trainer::Impl {
       rec.comm_bytes = comm.bytes;
       rec.comm_time_s = comm.time_s;
       rec.comm_exposed_s = comm.exposed_s;
-      const bool last = step + 1 == cfg.steps;
       if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
         const double vl = evaluate();
         rec.val_loss = vl;
@@ -596,14 +602,26 @@ struct Trainer::Impl {
              step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0,
              format_eta(eta));
       }
-      if (!cfg.ckpt_dir.empty() && ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last))
+      if (stopping) {  // once per run
+        int sig = stop_signal();
+        bounded_allreduce(&sig, 1, MPI_INT, MPI_MAX, base, "the stop signal over ranks");
+        sum.stop_signal = signal_name(sig);
+        log0("stopping after step {} of {}: {} on {} of {} ranks; {}", step + 1, cfg.steps, sum.stop_signal,
+             int(loss_and_stops[1]), world,
+             cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"
+                                  : fmt::format("the checkpoint of step {} follows", step + 1));
+      }
+      if (!cfg.ckpt_dir.empty() &&
+          ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stopping))
         checkpoint(step + 1);
+      if (stopping) break;  // no sample: the time before the scheduler's limit is short
       if (tokenizer && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
         const std::string text = sample(step + 1);
         log0("sample at step {}:\n{}", step + 1, text);
       }
     }
     join_checkpoint();  // the run is not done until its last checkpoint is published
+    sum.steps_done = start_step + int(sum.losses.size());
     if (!cfg.trace.empty()) {
       trace::stop();
       StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
@@ -635,6 +653,8 @@ struct Trainer::Impl {
                    {"mesh", to_string(mesh.shape())},
                    {"world_size", world},
                    {"steps", cfg.steps},
+                   {"steps_done", sum.steps_done},
+                   {"stop_signal", sum.stop_signal.empty() ? nlohmann::json() : nlohmann::json(sum.stop_signal)},
                    {"warmup_steps_excluded", kWarmupSteps},
                    {"tokens_per_s", sum.tokens_per_s},
                    {"tokens_per_s_per_rank", sum.tokens_per_s / world},

@@ -29,6 +29,8 @@ struct TrainSummary {
   int64_t comm_bytes_per_step = 0;
   std::string strategy, mesh, hybrid_inner;  // as run (strategy auto: the planner's choice)
   double comm_s_per_step = 0, exposed_s_per_step = 0;
+  int steps_done = 0;        // the optimizer steps done when the run ended (a resume's earlier ones included)
+  std::string stop_signal;   // "SIGUSR1", ...: the run stopped early on it (core/stop_signal.hpp); empty otherwise
 };
 
 class Trainer {

@@ -50,7 +50,7 @@ SlurmctldHost=$host
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root

@@ -88,6 +88,26 @@ state=$(wait_job "$id")
 grep -q 'resumed from .*step_00000006' "$work/resume-$id.out" || fail "the second job did not resume"
 [[ -f "$work/train/ckpt/step_00000009/COMPLETE" ]] || fail "resumed job: no step 9 checkpoint"
 
+echo "== train.sbatch stopped early (scancel --signal=USR1, as --signal=USR1@180 does before the time limit): requeued, resumed, completed"
+id=$(GPT_OUT="$work/stop" GPT_CKPT_EVERY=5000 GPT_STEPS=2000 sbatch --parsable --ntasks=2 --output="$work/stop-%j.out" \
+  "$root/jobscripts/train.sbatch" --strategy zero3 --log-every 500)
+logged=0
+for _ in $(seq 1200); do  # until 3 steps are logged (the whole run takes about 10 s)
+  logged=$(grep -c '"grad_norm"' "$work/stop/metrics.jsonl" 2>/dev/null || true)
+  (( ${logged:-0} >= 3 )) && break
+  sleep 0.05
+done
+(( ${logged:-0} >= 3 && ${logged:-0} < 2000 )) || fail "job $id: $logged steps logged before the signal"
+scancel --signal=USR1 "$id"
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "stopped train.sbatch job $id ended $state"
+scontrol show job "$id" | grep -q 'Restarts=1' || fail "job $id was not requeued once: $(scontrol show job "$id" | grep -o 'Restarts=[0-9]*')"
+grep -q 'requeueing job' "$work/stop-$id.out" || fail "the job log does not say it requeued"
+n=$(sed -n 's/.*stopping after step \([0-9]*\) of 2000: SIGUSR1.*/\1/p' "$work/stop-$id.out")
+[[ -n "$n" ]] || fail "the first run did not stop on SIGUSR1"
+grep -q "resumed from .*step_$(printf %08d "$n")" "$work/stop-$id.out" || fail "the requeued run did not resume from step $n"
+json_check "$work/stop/metrics.jsonl" "[r['step'] for r in steps] == list(range(1, 2001)) and [(r['steps_done'], r['stop_signal']) for r in recs if r.get('type') == 'summary'] == [($n, 'SIGUSR1'), (2000, None)]"
+
 echo "== train.sbatch with mpirun inside the allocation"
 id=$(GPT_OUT="$work/train_mpirun" GPT_LAUNCHER=mpirun sbatch --parsable --ntasks=2 --output="$work/mpirun-%j.out" \
   "$root/jobscripts/train.sbatch")
