@@ -46,19 +46,27 @@ gpt_launch() {
 
 # Runs gpt_train ("$@") with gpt_launch. A run that stops early on a signal
 # exits 75 after checkpointing the step it stopped after: the warning the
-# job scripts ask SLURM for before the time limit (#SBATCH --signal=USR1@180),
-# `scancel --signal=USR1 JOB`, or a preemption's SIGTERM. With checkpoints on
-# (GPT_CKPT_EVERY, which also sets --resume auto) the job is requeued and
-# resumes from that checkpoint; without them it fails with 75.
+# job scripts ask SLURM to send every rank 180 s before the time limit
+# (#SBATCH --signal=USR1@180), `scancel --signal=USR1 JOB`, or a
+# preemption's SIGTERM. With checkpoints on (GPT_CKPT_EVERY, which also
+# sets --resume auto) the job then requeues itself and resumes from that
+# checkpoint; without them it fails with 75.
+#
+# Not when the run stopped sooner than GPT_STOP_MIN_S (60) after it
+# started: that is a time limit shorter than the warning's lead time, and
+# requeueing would repeat forever, a step at a time.
 gpt_train_or_requeue() {
-  local rc=0
+  local rc=0 start=$SECONDS min="${GPT_STOP_MIN_S:-60}"
   gpt_launch "$@" || rc=$?
-  if [[ $rc == 75 && -n "${GPT_CKPT_EVERY:-}" && -n "${SLURM_JOB_ID:-}" ]]; then
-    echo "stopped early with a checkpoint: requeueing job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0} ended)"
-    scontrol requeue "$SLURM_JOB_ID" || gpt_die "scontrol requeue $SLURM_JOB_ID failed (is the job --requeue?)"
-    exit 0  # not reached when SLURM ends this script as it requeues the job
+  [[ $rc == 75 && -n "${GPT_CKPT_EVERY:-}" && -n "${SLURM_JOB_ID:-}" ]] || return "$rc"
+  if ((SECONDS - start < min)); then
+    echo "error: the run stopped on a signal $((SECONDS - start)) s after it started, sooner than" \
+      "GPT_STOP_MIN_S=$min s: is the time limit shorter than the --signal lead time (180 s)? Not requeueing" >&2
+    return "$rc"
   fi
-  return "$rc"
+  echo "stopped early with a checkpoint: requeueing job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0} ended)"
+  scontrol requeue "$SLURM_JOB_ID" || gpt_die "scontrol requeue $SLURM_JOB_ID failed (is the job --requeue?)"
+  exit 0  # not reached when SLURM ends this script as it requeues the job
 }
 
 # gpt_train flags from GPT_* variables (empty ones are left to the config).

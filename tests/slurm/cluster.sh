@@ -29,9 +29,10 @@ start() {
   for exe in munged slurmctld slurmd sinfo; do
     command -v "$exe" >/dev/null || { echo "cluster.sh: $exe not found (install slurm-wlm and munge)" >&2; exit 1; }
   done
-  mkdir -p "$dir"/{munge,state,spool,log}
+  mkdir -p "$dir"/{munge,state,spool,log,tmp}
   chmod 0700 "$dir/munge"
   chmod 0755 "$dir" "$dir"/{state,spool,log}
+  chmod 1777 "$dir/tmp"  # TmpFS: PMIx's per-step directories, which a killed step can leave behind
   # A fresh random key for this cluster only.
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 0400 "$dir/munge/munge.key"
@@ -56,6 +57,7 @@ SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
+TmpFS=$dir/tmp
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log

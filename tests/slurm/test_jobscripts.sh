@@ -30,7 +30,10 @@ export SLURM_CONF="$cluster/slurm.conf"
 "$root/tests/make_tiny_run.sh" "$build" "$work"  # data/ and tiny.toml
 export GPT_ROOT="$root" GPT_BUILD="$build" GPT_CONFIG="$work/tiny.toml"
 # What scripts/mpirun.sh sets for this container, for the ranks srun starts.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Yielding matters: the test node claims 8 CPUs, so Open MPI would spin its
+# waits and starve this script (a `sleep 0.05` took 0.5 s during a job).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  OMPI_MCA_mpi_yield_when_idle=1
 
 fail() {
   echo "FAIL: $*" >&2
@@ -88,25 +91,44 @@ state=$(wait_job "$id")
 grep -q 'resumed from .*step_00000006' "$work/resume-$id.out" || fail "the second job did not resume"
 [[ -f "$work/train/ckpt/step_00000009/COMPLETE" ]] || fail "resumed job: no step 9 checkpoint"
 
-echo "== train.sbatch stopped early (scancel --signal=USR1, as --signal=USR1@180 does before the time limit): requeued, resumed, completed"
-id=$(GPT_OUT="$work/stop" GPT_CKPT_EVERY=5000 GPT_STEPS=2000 sbatch --parsable --ntasks=2 --output="$work/stop-%j.out" \
-  "$root/jobscripts/train.sbatch" --strategy zero3 --log-every 500)
-logged=0
-for _ in $(seq 1200); do  # until 3 steps are logged (the whole run takes about 10 s)
-  logged=$(grep -c '"grad_norm"' "$work/stop/metrics.jsonl" 2>/dev/null || true)
-  (( ${logged:-0} >= 3 )) && break
-  sleep 0.05
-done
-(( ${logged:-0} >= 3 && ${logged:-0} < 2000 )) || fail "job $id: $logged steps logged before the signal"
+# wait_steps ID DIR N: until DIR/metrics.jsonl has N step records (fails the test if job ID ends first).
+wait_steps() {
+  local logged=0
+  for _ in $(seq 1200); do
+    logged=$(grep -c '"grad_norm"' "$2/metrics.jsonl" 2>/dev/null || true)
+    (( ${logged:-0} >= $3 )) && return 0
+    sleep 0.05
+  done
+  fail "job $1: $logged steps logged after 60 s"
+}
+
+echo "== train.sbatch stopped early by the time-limit warning (--signal=USR1@180; here scancel --signal=USR1): requeued, resumed, completed"
+id=$(GPT_OUT="$work/stop" GPT_CKPT_EVERY=5000 GPT_STEPS=4000 GPT_STOP_MIN_S=0 sbatch --parsable --ntasks=2 \
+  --output="$work/stop-%j.out" "$root/jobscripts/train.sbatch" --strategy zero3 --log-every 500)
+wait_steps "$id" "$work/stop" 3  # the whole run takes about 20 s
 scancel --signal=USR1 "$id"
 state=$(wait_job "$id")
 [[ "$state" == COMPLETED ]] || fail "stopped train.sbatch job $id ended $state"
 scontrol show job "$id" | grep -q 'Restarts=1' || fail "job $id was not requeued once: $(scontrol show job "$id" | grep -o 'Restarts=[0-9]*')"
 grep -q 'requeueing job' "$work/stop-$id.out" || fail "the job log does not say it requeued"
-n=$(sed -n 's/.*stopping after step \([0-9]*\) of 2000: SIGUSR1.*/\1/p' "$work/stop-$id.out")
+n=$(sed -n 's/.*stopping after step \([0-9]*\) of 4000: SIGUSR1.*/\1/p' "$work/stop-$id.out")
 [[ -n "$n" ]] || fail "the first run did not stop on SIGUSR1"
 grep -q "resumed from .*step_$(printf %08d "$n")" "$work/stop-$id.out" || fail "the requeued run did not resume from step $n"
-json_check "$work/stop/metrics.jsonl" "[r['step'] for r in steps] == list(range(1, 2001)) and [(r['steps_done'], r['stop_signal']) for r in recs if r.get('type') == 'summary'] == [($n, 'SIGUSR1'), (2000, None)]"
+json_check "$work/stop/metrics.jsonl" "[r['step'] for r in steps] == list(range(1, 4001)) and [(r['steps_done'], r['stop_signal']) for r in recs if r.get('type') == 'summary'] == [($n, 'SIGUSR1'), (4000, None)]"
+
+echo "== a stop soon after the start (a time limit shorter than the warning's lead time) is not requeued: no requeue loop"
+id=$(GPT_OUT="$work/early" GPT_CKPT_EVERY=5000 GPT_STEPS=4000 sbatch --parsable --ntasks=2 \
+  --output="$work/early-%j.out" "$root/jobscripts/train.sbatch" --strategy zero3 --log-every 500)
+wait_steps "$id" "$work/early" 3
+scancel --signal=USR1 "$id"
+state=$(wait_job "$id")
+[[ "$state" == FAILED ]] || fail "train.sbatch job $id stopped soon after its start ended $state, not FAILED"
+[[ "$(exit_code "$id")" == "75:0" ]] || fail "job $id: exit code $(exit_code "$id"), not 75:0"
+scontrol show job "$id" | grep -q 'Restarts=0' || fail "job $id, stopped soon after its start, was requeued"
+grep -q '^error: the run stopped on a signal [0-9]* s after it started, sooner than GPT_STOP_MIN_S=60 s' "$work/early-$id.out" ||
+  fail "job $id: no error line saying why it was not requeued"
+n=$(sed -n 's/.*stopping after step \([0-9]*\) of 4000: SIGUSR1.*/\1/p' "$work/early-$id.out")
+[[ -n "$n" && -f "$work/early/ckpt/step_$(printf %08d "$n")/COMPLETE" ]] || fail "job $id: no checkpoint of the stop step"
 
 echo "== train.sbatch with mpirun inside the allocation"
 id=$(GPT_OUT="$work/train_mpirun" GPT_LAUNCHER=mpirun sbatch --parsable --ntasks=2 --output="$work/mpirun-%j.out" \
