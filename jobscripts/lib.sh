@@ -74,6 +74,7 @@ gpt_train_or_requeue() {
 #   GPT_OUT (default runs/$SLURM_JOB_ID): metrics.jsonl, ckpt/, trace.json
 #   GPT_CKPT_EVERY (checkpoint every N steps, resume from the newest: requeue-safe)
 #   GPT_TRACE=1 (write $GPT_OUT/trace.json)
+#   GPT_STOP_MIN_S (default 60: see gpt_train_or_requeue)
 gpt_train_args() {
   out="${GPT_OUT:-$root/runs/${SLURM_JOB_ID:-local}}"
   mkdir -p "$out"
