@@ -187,6 +187,10 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   const std::vector<Key> table = keys();
   CLI::App app{"gpt_train: data-parallel GPT-2 training (see README.md)"};
   app.set_config();  // we read TOML ourselves: --config is ours
+  app.footer(
+      "Exit codes: 0 the run finished; 1 an error (its 'error:' line says which); 75 stopped early on\n"
+      "SIGUSR1, SIGTERM or SIGINT after the current step (checkpointed with --ckpt-dir; --resume auto continues).\n"
+      "A second such signal ends the process at once.");
   std::string config_file;
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it");
   std::map<std::string, std::string> cli_values;

@@ -10,5 +10,6 @@ export OMPI_MCA_pml=nonexistent
 out=$("$train" --help 2>&1) || { echo "$out"; echo "FAIL: --help exited non-zero"; exit 1; }
 grep -q -- "--comm-timeout" <<<"$out" || { echo "$out"; echo "FAIL: the help lacks --comm-timeout"; exit 1; }
 grep -q -- "--ckpt-dir" <<<"$out" || { echo "$out"; echo "FAIL: the help lacks --ckpt-dir"; exit 1; }
+grep -q -- "75 stopped early on" <<<"$out" || { echo "$out"; echo "FAIL: the help lacks the exit codes"; exit 1; }
 if "$train" --steps 1 > /dev/null 2>&1; then echo "FAIL: control: a run started MPI anyway"; exit 1; fi
 echo "ok: --help without MPI; the control run fails to start MPI"
