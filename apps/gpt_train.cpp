@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   } catch (const gpt::ConfigError& e) {
     trainer.reset();
     env->abort(e.what(), 1, /*same_on_all_ranks=*/true);
+  } catch (const gpt::DivergedError& e) {
+    trainer.reset();
+    env->abort(e.what(), 1, /*same_on_all_ranks=*/true);
   } catch (const gpt::Error& e) {
     trainer.reset();
     env->abort(e.what(), 1);

@@ -90,7 +90,8 @@ def main():
         rows.append(row)
         print(f"{name:<28} {ranks:>5} {row['product_per_step']:>9g} {row['mpi_per_step']:>9g} "
               f"{row['emulator_per_step']:>13g}")
-        if row["product_per_step"] > BUDGET:
+        row["over_budget"] = row["product_per_step"] > BUDGET
+        if row["over_budget"]:
             failed = True
             print(f"  over budget ({BUDGET} per step); the allocating stacks, innermost frames last:")
             for n, frames in worst[1][:8]:

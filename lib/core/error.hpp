@@ -41,6 +41,15 @@ class StuckError : public Error {
   using Error::Error;
 };
 
+// Training diverged: a step's loss or gradient norm is NaN or Inf (more
+// steps in a row than --skip-nonfinite allows). Decided from values every
+// rank holds alike (the global norm, the loss meaned over ranks), so every
+// rank throws it at the same step: printed once.
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Contract violation inside the program (a bug, not bad input).
 class InternalError : public Error {
  public:

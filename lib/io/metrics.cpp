@@ -63,6 +63,7 @@ void MetricsWriter::write(const StepRecord& r) {
   fmt::format_to(out, ",\"mem\":{{\"activations\":{},\"buffers\":{},\"grads\":{},\"optim\":{},\"params\":{},\"peak\":{}}}",
                  r.mem_activations, r.mem_buffers, r.mem_grads, r.mem_optim, r.mem_params, r.mem_peak);
   append_number(line_, ",\"mfu\":", r.mfu);
+  if (r.skipped) fmt::format_to(out, ",\"skipped\":true");
   fmt::format_to(out, ",\"step\":{}", r.step);
   append_number(line_, ",\"step_time_s\":", r.step_time_s);
   append_number(line_, ",\"tokens_per_s\":", r.tokens_per_s);

@@ -23,6 +23,7 @@ struct StepRecord {
   int64_t comm_bytes = 0;
   double comm_time_s = 0, comm_exposed_s = 0;
   std::optional<double> val_loss;  // on evaluation steps only
+  bool skipped = false;            // not applied: its loss or gradient norm is not finite (--skip-nonfinite)
 };
 
 class MetricsWriter {

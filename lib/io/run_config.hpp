@@ -15,6 +15,7 @@
 
 #include "model/adamw.hpp"
 #include "model/config.hpp"
+#include "model/schedule.hpp"
 
 namespace gpt {
 
@@ -46,8 +47,16 @@ struct RunConfig {
   int steps = 100;
   float lr = 6e-4f, min_lr = 6e-5f;
   int warmup = 0;
+  // After the warm-up: lr, then a decay of this shape to min_lr over the last
+  // lr_decay_ratio of the steps after the warm-up (model/schedule.hpp).
+  LRDecay lr_decay = LRDecay::kCosine;
+  double lr_decay_ratio = 1.0;
   AdamWHyper adam;
   float clip = 1.0f;
+  // A step whose loss or gradient norm is NaN or Inf is never applied; up to
+  // this many in a row are skipped (no update), one more ends the run. 0: the
+  // first ends it.
+  int skip_nonfinite = 0;
   uint64_t seed = 1337;
   bool activation_checkpointing = false;
   // checkpoints

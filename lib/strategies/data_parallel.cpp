@@ -248,6 +248,10 @@ class DataParallel final : public Strategy {
                 u.m.f32(), u.v.f32(), h, s);
     }
     gather_replicated_params();
+    discard_gradients();
+  }
+
+  void discard_gradients() override {
     for (Unit& u : units_) {
       (grads_sharded_ ? u.grad_shard : u.full_grad).zero();
       give(u.red);

@@ -78,7 +78,12 @@ class Strategy {
   virtual void finish_gradient_sync() = 0;
   // Global L2 norm of the reduced gradient (each element counted once).
   virtual double grad_norm() = 0;
+  // AdamW on the owned part, then the reduced gradient is cleared for the
+  // next step's first micro-batch.
   virtual void step(const AdamWHyper& h, const AdamWStep& s) = 0;
+  // A skipped step (its gradient is not finite): the reduced gradient is
+  // cleared and nothing else changes (parameters, master weights, moments).
+  virtual void discard_gradients() = 0;
 
   // Full parameters of unit u into host out[numel] (collective over all
   // ranks): the compute copy, widened to fp32.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
@@ -36,6 +38,19 @@ namespace gpt {
 namespace {
 
 constexpr int kWarmupSteps = 2;  // excluded from the run's throughput summary
+
+std::vector<int> nan_grad_steps_for_test() {
+  std::vector<int> steps;
+  const char* v = std::getenv("GPT_TEST_NAN_GRAD_STEPS");
+  for (char* p = const_cast<char*>(v); p && *p;) {
+    char* end = nullptr;
+    const long step = std::strtol(p, &end, 10);
+    if (end == p) break;
+    steps.push_back(int(step));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return steps;
+}
 
 std::string format_eta(double s) {
   const int t = static_cast<int>(s);
@@ -143,6 +158,7 @@ struct Trainer::Impl {
   LRSchedule sched;
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
+  std::vector<int> nan_grad_steps = nan_grad_steps_for_test();  // GPT_TEST_NAN_GRAD_STEPS
   static int rank_of(MPI_Comm c) {
     int r;
     MPI_Comm_rank(c, &r);
@@ -178,7 +194,7 @@ struct Trainer::Impl {
                              true, cfg.gpt.vocab_size}),
         resume_path(resolve_resume(cfg)),
         metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
-        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps} {
+        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio} {
     note_progress("the model and the data");
     if (!cfg.val_data.empty()) {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
@@ -337,6 +353,33 @@ struct Trainer::Impl {
     }
   }
 
+  // A step whose loss (meaned over ranks) or gradient norm is NaN or Inf,
+  // the `in_a_row`-th such step since the last applied one: skipped with a
+  // warning while --skip-nonfinite allows, else the end of the run. Either
+  // way it is not applied, so the parameters and any checkpoint stay finite.
+  void skip_or_end(int step, double loss, double norm, int in_a_row) const {
+    const std::string what = !std::isfinite(loss) && !std::isfinite(norm)
+                                 ? fmt::format("loss {} and gradient norm {}", loss, norm)
+                             : !std::isfinite(loss) ? fmt::format("loss {} (gradient norm {:.4g})", loss, norm)
+                                                    : fmt::format("gradient norm {} (loss {:.4f})", norm, loss);
+    if (in_a_row > cfg.skip_nonfinite)
+      throw DivergedError(fmt::format(
+          "training diverged: {} at step {}{}; the step was not applied, so the parameters and checkpoints are "
+          "those of earlier steps. Resume from the last checkpoint with a lower --lr or a warm-up, or let up to N "
+          "such steps in a row be skipped with --skip-nonfinite N",
+          what, step,
+          cfg.skip_nonfinite > 0 ? fmt::format(", {} steps in a row (--skip-nonfinite {})", in_a_row, cfg.skip_nonfinite)
+                                 : ""));
+    if (is_log_rank())
+      spdlog::warn("step {}: {}: update skipped ({} of at most {} in a row, --skip-nonfinite)", step, what, in_a_row,
+                   cfg.skip_nonfinite);
+  }
+
+  // Test hook: GPT_TEST_NAN_GRAD_STEPS=3,4 makes the last rank's gradient NaN
+  // in those optimizer steps (its loss scale is NaN), as an overflow in one
+  // rank's backward would; the gradient reductions carry it to every rank.
+  bool nan_grad_step(int step) const { return rank == world - 1 && std::count(nan_grad_steps.begin(), nan_grad_steps.end(), step) > 0; }
+
   // One micro-batch: forward, loss, backward (the loss is collected by
   // model->take_loss()). Gathers (params) and gradient buffers (grads) are
   // taken before each compute slice, so a trace shows waiting and computing
@@ -490,6 +533,7 @@ struct Trainer::Impl {
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
+    log0("learning rate: {}", sched.describe());
     if (!cfg.trace.empty()) {
       check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
       bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
@@ -504,6 +548,7 @@ struct Trainer::Impl {
     const float loss_scale = 1.f / float(tokens_per_step);
     double steady_time = 0, steady_comm = 0, steady_exposed = 0;
     int steady_steps = 0;
+    int skipped_in_a_row = 0;  // steps not applied since the last one that was (--skip-nonfinite)
     int64_t comm_bytes = 0;
     Timer run_timer;
     for (int step = start_step; step < cfg.steps; ++step) {
@@ -517,7 +562,8 @@ struct Trainer::Impl {
           trace::Span d("data", "data");
           loader.micro_batch(m, tokens.data(), targets.data());
         }
-        micro_step(tokens.data(), targets.data(), loss_scale);
+        micro_step(tokens.data(), targets.data(),
+                   nan_grad_step(step + 1) ? std::numeric_limits<float>::quiet_NaN() : loss_scale);
       }
       {
         trace::Span g("gradient sync", "comm");
@@ -535,21 +581,29 @@ struct Trainer::Impl {
       // optimizer's kernels instead.
       const double local_loss = model->take_loss();
       const float lr = sched.at(step);
-      {
-        trace::Span o("optimizer step", "optimizer");
-        strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
-      }
-      loader.advance();
       // The logged loss is the mean over the whole global batch: every rank's
       // micro-batches hold the same number of tokens. The same all-reduce
       // counts the ranks that have received a stop signal
       // (core/stop_signal.hpp), so that all of them stop after the same step.
+      // It comes before the update: a step whose loss or gradient norm is not
+      // finite is never applied, and every rank decides that alike from
+      // these two global values.
       double loss_and_stops[2] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0};
       bounded_allreduce(loss_and_stops, 2, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
       loss = loss_and_stops[0] / world;
+      const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
+      if (skipped) {
+        skip_or_end(step + 1, loss, norm, ++skipped_in_a_row);  // throws past --skip-nonfinite
+        strategy->discard_gradients();
+        ++sum.skipped_steps;
+      } else {
+        skipped_in_a_row = 0;
+        trace::Span o("optimizer step", "optimizer");
+        strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
+      }
+      loader.advance();
       const bool last = step + 1 == cfg.steps;
       const bool stopping = loss_and_stops[1] > 0 && !last;
-      if (!std::isfinite(loss)) throw Error(fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
       const double dt = t.seconds();
       step_span.reset();
       CommTotals comm;
@@ -588,6 +642,7 @@ struct Trainer::Impl {
       rec.comm_bytes = comm.bytes;
       rec.comm_time_s = comm.time_s;
       rec.comm_exposed_s = comm.exposed_s;
+      rec.skipped = skipped;
       if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
         const double vl = evaluate();
         rec.val_loss = vl;
@@ -655,6 +710,7 @@ struct Trainer::Impl {
                    {"steps", cfg.steps},
                    {"steps_done", sum.steps_done},
                    {"stop_signal", sum.stop_signal.empty() ? nlohmann::json() : nlohmann::json(sum.stop_signal)},
+                   {"skipped_steps", sum.skipped_steps},
                    {"warmup_steps_excluded", kWarmupSteps},
                    {"tokens_per_s", sum.tokens_per_s},
                    {"tokens_per_s_per_rank", sum.tokens_per_s / world},

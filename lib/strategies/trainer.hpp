@@ -31,6 +31,7 @@ struct TrainSummary {
   double comm_s_per_step = 0, exposed_s_per_step = 0;
   int steps_done = 0;        // the optimizer steps done when the run ended (a resume's earlier ones included)
   std::string stop_signal;   // "SIGUSR1", ...: the run stopped early on it (core/stop_signal.hpp); empty otherwise
+  int skipped_steps = 0;     // steps of this run not applied: loss or gradient norm not finite (--skip-nonfinite)
 };
 
 class Trainer {

@@ -38,8 +38,10 @@ r=$(loads plan plan "$build/apps/plan" --model gpt2-124m --ranks 8)
 echo "plan: $r"
 [[ "$r" == "1 0" ]] || { echo "FAIL: expected the planner not to load cuBLASLt"; exit 1; }
 
-lib=$(ldconfig -p | awk '/libcublasLt\.so\./ {print $NF; exit}')
-[[ -n "$lib" ]] || lib=$(find /usr/local/cuda/lib /usr/local/cuda/lib64 -name 'libcublasLt.so.*' 2>/dev/null | head -1)
+# No early exit in these pipelines: under pipefail and set -e, a writer
+# killed by SIGPIPE after its reader quit would end this script silently.
+lib=$(ldconfig -p | awk '/libcublasLt\.so\./ && !found {print $NF; found = 1}')
+[[ -n "$lib" ]] || lib=$(find /usr/local/cuda/lib /usr/local/cuda/lib64 -name 'libcublasLt.so.*' -print -quit 2>/dev/null || true)
 [[ -n "$lib" ]] || { echo "skip: no libcublasLt to preload for the control"; exit 77; }
 r=$(loads control gpt_train env LD_PRELOAD="$lib" "${train[@]}")
 echo "control, $lib preloaded: $r"

@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 
+#include "core/error.hpp"
 #include "model/adamw.hpp"
 #include "model/flops.hpp"
 #include "model/init.hpp"
@@ -88,6 +91,93 @@ TEST(Schedule, WarmupThenCosineToMinLr) {
   EXPECT_NEAR(s.at(60), 0.55f, 1e-6);
   EXPECT_NEAR(s.at(110), 0.1f, 1e-6);
   EXPECT_NEAR(s.at(500), 0.1f, 1e-6);
+}
+
+// Ratio 1 (the default) is the schedule as it was before the ratio existed,
+// bit for bit: resumed runs and golden files keep their learning rates.
+TEST(Schedule, RatioOneIsTheClassicCosineBitForBit) {
+  for (int warmup : {0, 1, 7, 50}) {
+    for (int total : {1, 2, 51, 100}) {
+      LRSchedule s{6e-4f, 6e-5f, warmup, total};
+      for (int step = 0; step < total + 5; ++step) {
+        float expect;
+        if (step < warmup) {
+          expect = 6e-4f * float(step + 1) / float(warmup);
+        } else {
+          const double p = std::min(1.0, double(step - warmup) / std::max(1, total - warmup));
+          expect = float(6e-5f + 0.5 * (1.0 + std::cos(std::numbers::pi * p)) * (6e-4f - 6e-5f));
+        }
+        EXPECT_EQ(s.at(step), expect) << "warmup " << warmup << " total " << total << " step " << step;
+      }
+    }
+  }
+}
+
+// Warmup-stable-decay: warm-up 10, then 100 more steps of which the last 20
+// (ratio 0.2) decay; each shape at the decay's start, middle and end.
+TEST(Schedule, WarmupStableDecayShapes) {
+  auto wsd = [](LRDecay d) { return LRSchedule{1.0f, 0.1f, 10, 110, d, 0.2}; };
+  const LRSchedule lin = wsd(LRDecay::kLinear);
+  EXPECT_EQ(lin.decay_start(), 90);
+  EXPECT_FLOAT_EQ(lin.at(4), 0.5f);  // still warming up
+  for (int step = 9; step <= 90; ++step) EXPECT_EQ(lin.at(step), 1.0f) << step;
+  EXPECT_FLOAT_EQ(lin.at(91), 1.0f - 0.9f / 20);
+  EXPECT_FLOAT_EQ(lin.at(100), 0.55f);
+  EXPECT_FLOAT_EQ(lin.at(109), 0.1f + 0.9f / 20);
+  EXPECT_FLOAT_EQ(lin.at(110), 0.1f);
+  EXPECT_FLOAT_EQ(lin.at(1000), 0.1f);
+  const LRSchedule sq = wsd(LRDecay::kSqrt);  // 1 - sqrt(progress): fast at first
+  EXPECT_EQ(sq.at(90), 1.0f);
+  EXPECT_FLOAT_EQ(sq.at(95), 0.55f);  // progress 1/4, sqrt 1/2
+  EXPECT_FLOAT_EQ(sq.at(110), 0.1f);
+  const LRSchedule cos = wsd(LRDecay::kCosine);
+  EXPECT_EQ(cos.at(89), 1.0f);
+  EXPECT_FLOAT_EQ(cos.at(100), 0.55f);
+  EXPECT_FLOAT_EQ(cos.at(95), float(0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
+  const LRSchedule flat = wsd(LRDecay::kConstant);  // no decay: min_lr is never reached
+  EXPECT_FLOAT_EQ(flat.at(0), 0.1f);
+  for (int step : {9, 90, 109, 110, 500}) EXPECT_EQ(flat.at(step), 1.0f) << step;
+}
+
+// The decay spans round(ratio x steps after the warm-up), at least one step
+// and at most all of them.
+TEST(Schedule, DecayLengthRoundsAndIsAtLeastOneStep) {
+  EXPECT_EQ((LRSchedule{1, 0, 0, 10, LRDecay::kLinear, 0.25}.decay_start()), 7);  // 2.5 rounds to 3
+  EXPECT_EQ((LRSchedule{1, 0, 0, 10, LRDecay::kLinear, 1e-6}.decay_start()), 9);
+  EXPECT_EQ((LRSchedule{1, 0, 4, 10, LRDecay::kLinear, 1.0}.decay_start()), 4);
+  EXPECT_EQ((LRSchedule{1, 0, 20, 10, LRDecay::kLinear, 0.5}.decay_start()), 20);  // all warm-up
+  const LRSchedule one{1, 0, 0, 10, LRDecay::kLinear, 1e-6};
+  EXPECT_EQ(one.at(8), 1.0f);
+  EXPECT_EQ(one.at(9), 1.0f);  // the last step is the decay's first: progress 0
+  EXPECT_EQ(one.at(10), 0.0f);
+}
+
+// The LR of logged step k is at(k - 1): the stable phase runs through the
+// decay's first step (progress 0), the decay's LRs below lr come after it.
+TEST(Schedule, DescribesItselfInLoggedStepNumbers) {
+  const LRSchedule wsd{0.003f, 0.0003f, 4, 20, LRDecay::kLinear, 0.25};
+  EXPECT_EQ(wsd.describe(), "warm-up over steps 1-4, 0.003 through step 17, then linear decay over steps 18-20 towards 0.0003");
+  EXPECT_EQ(wsd.at(17 - 1), 0.003f);
+  EXPECT_LT(wsd.at(18 - 1), 0.003f);
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 0, 20}.describe()),
+            "0.003 through step 1, then cosine decay over steps 2-20 towards 0.0003");
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 5, 20}.describe()),
+            "warm-up over steps 1-5, 0.003 through step 6, then cosine decay over steps 7-20 towards 0.0003");
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 5, 20, LRDecay::kConstant}.describe()),
+            "warm-up over steps 1-5, 0.003 constant");
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 0, 20, LRDecay::kLinear, 0.01}.describe()), "0.003 through step 20");
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 30, 20}.describe()), "warm-up over steps 1-30, then cosine decay towards 0.0003");
+}
+
+TEST(Schedule, DecayNamesParseAndUnknownOnesAreErrors) {
+  for (LRDecay d : {LRDecay::kCosine, LRDecay::kLinear, LRDecay::kSqrt, LRDecay::kConstant})
+    EXPECT_EQ(parse_lr_decay(to_string(d)), d);
+  try {
+    parse_lr_decay("exponential");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "invalid lr-decay = 'exponential': expected cosine, linear, sqrt or constant");
+  }
 }
 
 TEST(AdamW, MatchesTheClosedFormFirstStep) {

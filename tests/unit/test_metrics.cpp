@@ -34,6 +34,7 @@ nlohmann::json as_json(const StepRecord& r) {
                         {"peak", r.mem_peak}}},
                       {"comm", {{"bytes", r.comm_bytes}, {"time_s", r.comm_time_s}, {"exposed_s", r.comm_exposed_s}}}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
+  if (r.skipped) j["skipped"] = true;
   return j;
 }
 
@@ -56,6 +57,7 @@ TEST(Metrics, StepRecordIsWhatNlohmannJsonWrites) {
   records[1].val_loss = 4.25;
   records[2] = {3, std::numeric_limits<double>::quiet_NaN(), 1.0, std::numeric_limits<double>::infinity()};
   records[2].val_loss = -std::numeric_limits<double>::infinity();
+  records[2].skipped = true;  // a step not applied (--skip-nonfinite)
   records[3] = {1000000, 0.1, 0.2, 0.30000000000000004};
   {
     MetricsWriter w(path);

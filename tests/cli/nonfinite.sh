@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A step whose loss or gradient norm is NaN or Inf is never applied
+# (--skip-nonfinite). The hook GPT_TEST_NAN_GRAD_STEPS=S,... makes the last
+# rank's gradient NaN in those steps, as an overflow in one rank's backward
+# would; the reductions carry it to every rank. 2 ranks, a checkpoint after
+# every step.
+#   1. default (0): the run ends at step 4 with exit 1 and one error line;
+#      steps 1-3 are checkpointed and logged, step 4 is neither;
+#   2. --skip-nonfinite 1, for each strategy: step 4 is skipped (one warning;
+#      metrics "skipped": true, grad_norm null; summary skipped_steps 1), the
+#      run ends with exit 0 and finite losses; the parameters and both AdamW
+#      moments of step 4's checkpoint equal step 3's bit for bit (and step 3's
+#      differ from step 2's: the control that the comparison can fail); steps
+#      1-4 lose what the unpoisoned run loses (the loss precedes the update);
+#   3. --skip-nonfinite 1 with steps 4 and 5 poisoned: ends at step 5 ("2
+#      steps in a row"); with 4 and 6: skipped twice, exit 0 (the count of
+#      steps in a row restarts after an applied step).
+#   nonfinite.sh BUILD_DIR WORK_DIR [TRAINER STRATEGIES FLAGS...]
+# With TRAINER (tests/gpt_train_emulated and --device cuda: the CUDA
+# backend's device buffers, bf16 with fp32 master weights) only case 2 (and
+# its loss check, with zero3) runs, for the strategies in STRATEGIES.
+set -uo pipefail
+build="$1"; work="$2"; trainer="${3:-$1/apps/gpt_train}"; strategies="${4:-ddp zero1 zero2 zero3 hybrid}"
+extra=("${@:5}")
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+rm -rf "$work"
+"$root/tests/make_tiny_run.sh" "$build" "$work" >/dev/null || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+# run NAME [flags...]: 2 ranks, 8 steps, a checkpoint per step; output in NAME.log, metrics in NAME.jsonl.
+run() {
+  local name=$1; shift
+  "$root/scripts/mpirun.sh" -np 2 "$trainer" --config "$work/tiny.toml" --steps 8 --log-every 1 \
+    --metrics "$work/$name.jsonl" --ckpt-dir "$work/$name.ckpt" --ckpt-every 1 "${extra[@]}" "$@" >"$work/$name.log" 2>&1
+}
+ckpt() { echo "$work/$1.ckpt/step_$(printf %08d "$2")/state.h5"; }
+# same_state A B: the parameters and moments of two checkpoint files are equal, element for element.
+same_state() {
+  local g
+  for g in /params /exp_avg /exp_avg_sq; do h5diff -q "$1" "$2" $g $g >/dev/null 2>&1 || return 1; done
+}
+losses() { python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "grad_norm" in r: print(r["step"], repr(r["loss"]))' "$1"; }
+
+# 0. the unpoisoned reference
+run ref --strategy zero3 || { cat "$work/ref.log"; fail "reference run failed"; }
+
+if [[ $# -le 2 ]]; then
+# 1. the default: the first non-finite step ends the run, unapplied
+GPT_TEST_NAN_GRAD_STEPS=4 run end --strategy zero3; rc=$?
+[[ $rc == 1 ]] || { cat "$work/end.log"; fail "default policy: exit $rc, expected 1"; }
+n=$(grep -c '^error:' "$work/end.log")
+[[ $n == 1 ]] || { cat "$work/end.log"; fail "default policy: $n error lines, expected 1"; }
+grep -q '^error: training diverged: gradient norm nan (loss [0-9.]*) at step 4; the step was not applied' \
+  "$work/end.log" || { cat "$work/end.log"; fail "default policy: the error line does not name step 4's gradient norm"; }
+[[ -f $(ckpt end 3) ]] || fail "default policy: step 3's checkpoint is missing"
+ls -d "$work/end.ckpt"/*step_00000004* >/dev/null 2>&1 && fail "default policy: step 4 was checkpointed"
+(( $(grep -c '"grad_norm"' "$work/end.jsonl") == 3 )) || fail "default policy: the metrics do not hold exactly steps 1-3"
+echo "ok: default: exit 1 at step 4, one error line, checkpoints of steps 1-3 only"
+fi
+
+# 2. skipped, on every strategy
+for strategy in $strategies; do
+  mesh=(); [[ $strategy == hybrid ]] && mesh=(--mesh 2x1)
+  GPT_TEST_NAN_GRAD_STEPS=4 run "skip_$strategy" --strategy $strategy "${mesh[@]}" --skip-nonfinite 1 ||
+    { cat "$work/skip_$strategy.log"; fail "$strategy: the run with a skipped step failed"; }
+  log="$work/skip_$strategy.log"; m="$work/skip_$strategy.jsonl"
+  n=$(grep -c 'update skipped' "$log")
+  [[ $n == 1 ]] || { cat "$log"; fail "$strategy: $n 'update skipped' warnings, expected 1"; }
+  grep -q 'step 4: gradient norm nan (loss [0-9.]*): update skipped (1 of at most 1 in a row' "$log" ||
+    { cat "$log"; fail "$strategy: the warning does not name step 4"; }
+  python3 - "$m" <<'PY' || fail "$strategy: metrics"
+import json, math, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in recs if "grad_norm" in r]
+assert [r["step"] for r in steps] == list(range(1, 9)), [r["step"] for r in steps]
+assert [r["step"] for r in steps if r.get("skipped")] == [4], "skipped: " + str([r["step"] for r in steps if r.get("skipped")])
+assert steps[3]["grad_norm"] is None, steps[3]
+assert all(math.isfinite(r["loss"]) for r in steps), [r["loss"] for r in steps]
+assert all(math.isfinite(r["grad_norm"]) for r in steps if r["step"] != 4)
+s = [r for r in recs if r.get("type") == "summary"][-1]
+assert s["skipped_steps"] == 1 and s["steps_done"] == 8, s
+PY
+  same_state "$(ckpt "skip_$strategy" 3)" "$(ckpt "skip_$strategy" 4)" ||
+    fail "$strategy: step 4 was skipped but its checkpoint's state differs from step 3's"
+  same_state "$(ckpt "skip_$strategy" 2)" "$(ckpt "skip_$strategy" 3)" &&
+    fail "$strategy: steps 2 and 3 have equal state: the comparison cannot tell an update"
+  echo "ok: $strategy: step 4 skipped, its state equal to step 3's, 8 steps finite"
+done
+# Steps 1-4 lose exactly what the unpoisoned run loses; step 5 on does not (step 4 was not applied).
+if [[ " $strategies " == *" zero3 "* ]]; then
+diff <(losses "$work/ref.jsonl" | head -4) <(losses "$work/skip_zero3.jsonl" | head -4) ||
+  fail "zero3: the losses of steps 1-4 differ from the unpoisoned run's"
+diff -q <(losses "$work/ref.jsonl" | sed -n 5p) <(losses "$work/skip_zero3.jsonl" | sed -n 5p) >/dev/null &&
+  fail "zero3: step 5's loss equals the unpoisoned run's: step 4 was applied after all"
+echo "ok: zero3: losses of steps 1-4 equal the unpoisoned run's, step 5's differs"
+fi
+[[ $# -gt 2 ]] && exit 0
+
+# 3. steps in a row
+GPT_TEST_NAN_GRAD_STEPS=4,5 run row --strategy zero2 --skip-nonfinite 1; rc=$?
+[[ $rc == 1 ]] || { cat "$work/row.log"; fail "two in a row: exit $rc, expected 1"; }
+grep -q '^error: training diverged: gradient norm nan (loss [0-9.]*) at step 5, 2 steps in a row (--skip-nonfinite 1)' \
+  "$work/row.log" || { cat "$work/row.log"; fail "two in a row: the error line does not name step 5"; }
+ls -d "$work/row.ckpt"/*step_00000005* >/dev/null 2>&1 && fail "two in a row: step 5 was checkpointed"
+GPT_TEST_NAN_GRAD_STEPS=4,6 run apart --strategy zero2 --skip-nonfinite 1 ||
+  { cat "$work/apart.log"; fail "two apart: the run failed"; }
+grep '"type":"summary"' "$work/apart.jsonl" | grep -q '"skipped_steps":2' || fail "two apart: skipped_steps is not 2"
+echo "ok: 2 in a row end the run at step 5; 2 apart are both skipped"
