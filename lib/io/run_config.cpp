@@ -18,6 +18,7 @@ namespace {
 struct Pending {
   std::optional<int> n_layer, n_head, n_embd, n_ctx, vocab_size;
   std::optional<Precision> precision;
+  bool lr_decay_ratio = false;  // given explicitly (it excludes lr-decay-steps)
 };
 
 template <typename T>
@@ -131,10 +132,15 @@ std::vector<Key> keys() {
       {"lr-decay-ratio",
        "fraction of the steps after the warm-up that the decay spans, at the end; before it the LR stays at lr "
        "(1: decay from the end of the warm-up; e.g. 0.2: warmup-stable-decay)",
-       false, [](C& c, P&, S v) {
+       false, [](C& c, P& p, S v) {
          c.lr_decay_ratio = parse_float("lr-decay-ratio", v, 0, 1);
          if (c.lr_decay_ratio <= 0) throw ConfigError(fmt::format("invalid lr-decay-ratio = {}: must be in (0, 1]", v));
+         p.lr_decay_ratio = true;
        }},
+      {"lr-decay-steps",
+       "length of the decay in steps, at the end, whatever --steps is (0: lr-decay-ratio decides); "
+       "an extended run keeps its cool-down's length",
+       false, [](C& c, P&, S v) { c.lr_decay_steps = parse_int("lr-decay-steps", v, 0); }},
       {"weight-decay", "AdamW decoupled weight decay (2-D weights only)", false,
        [](C& c, P&, S v) { c.adam.weight_decay = parse_float("weight-decay", v, 0, 10); }},
       {"beta1", "AdamW beta1", false, [](C& c, P&, S v) { c.adam.beta1 = parse_float("beta1", v, 0, 0.999999); }},
@@ -277,6 +283,12 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
                                   cfg.gpt.seq_len));
   if (cfg.min_lr > cfg.lr)
     throw ConfigError(fmt::format("invalid min-lr = {}: larger than lr = {}", cfg.min_lr, cfg.lr));
+  if (cfg.lr_decay_steps > 0 && pending.lr_decay_ratio)
+    throw ConfigError(fmt::format("invalid lr-decay-steps = {}: give lr-decay-steps or lr-decay-ratio, not both",
+                                  cfg.lr_decay_steps));
+  if (cfg.lr_decay_steps > std::max(0, cfg.steps - cfg.warmup))
+    throw ConfigError(fmt::format("invalid lr-decay-steps = {}: larger than steps - warmup = {} - {} = {}",
+                                  cfg.lr_decay_steps, cfg.steps, cfg.warmup, std::max(0, cfg.steps - cfg.warmup)));
   if (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0)
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
@@ -323,6 +335,7 @@ nlohmann::json RunConfig::to_json() const {
       {"warmup", warmup},
       {"lr_decay", to_string(lr_decay)},
       {"lr_decay_ratio", f(float(lr_decay_ratio))},
+      {"lr_decay_steps", lr_decay_steps},
       {"weight_decay", f(adam.weight_decay)},
       {"beta1", f(adam.beta1)},
       {"beta2", f(adam.beta2)},

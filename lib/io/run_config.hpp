@@ -48,9 +48,11 @@ struct RunConfig {
   float lr = 6e-4f, min_lr = 6e-5f;
   int warmup = 0;
   // After the warm-up: lr, then a decay of this shape to min_lr over the last
-  // lr_decay_ratio of the steps after the warm-up (model/schedule.hpp).
+  // lr_decay_steps steps, or else the last lr_decay_ratio of the steps after
+  // the warm-up (model/schedule.hpp).
   LRDecay lr_decay = LRDecay::kCosine;
   double lr_decay_ratio = 1.0;
+  int lr_decay_steps = 0;  // 0: lr_decay_ratio decides
   AdamWHyper adam;
   float clip = 1.0f;
   // A step whose loss or gradient norm is NaN or Inf is never applied; up to

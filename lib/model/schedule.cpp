@@ -30,8 +30,8 @@ const char* to_string(LRDecay d) {
 
 int LRSchedule::decay_start() const {
   const int after_warmup = std::max(1, total_steps - warmup);
-  const int decay_steps = std::clamp(static_cast<int>(std::lround(decay_ratio * after_warmup)), 1, after_warmup);
-  return std::max(warmup, total_steps - decay_steps);
+  const int length = decay_steps > 0 ? decay_steps : static_cast<int>(std::lround(decay_ratio * after_warmup));
+  return std::max(warmup, total_steps - std::clamp(length, 1, after_warmup));
 }
 
 float LRSchedule::at(int step) const {

@@ -4,10 +4,12 @@
 //   decay    steps [decay_start, total_steps): from lr towards min_lr in the
 //            shape `decay`, reaching min_lr at total_steps (and staying there
 //            for any later step).
-// The decay spans `decay_ratio` of the steps after the warm-up (rounded, at
-// least 1): 1 is the classic warm-up + cosine (GPT-2, nanoGPT, llm.c); a
+// The decay spans `decay_steps` steps when that is > 0, else `decay_ratio`
+// of the steps after the warm-up (rounded, at least 1): ratio 1 is the classic warm-up + cosine (GPT-2, nanoGPT, llm.c); a
 // smaller ratio is warmup-stable-decay (WSD), whose stable phase lets a run
 // be extended, or its cool-down branched off, from any checkpoint before it.
+// A fixed decay_steps keeps the cool-down's length when a run is extended
+// (a ratio lengthens it with the run).
 #pragma once
 
 #include <string>
@@ -27,6 +29,7 @@ struct LRSchedule {
   int total_steps = 1;
   LRDecay decay = LRDecay::kCosine;
   double decay_ratio = 1.0;  // in (0, 1]
+  int decay_steps = 0;       // > 0: the decay's length (at most the steps after the warm-up); overrides decay_ratio
   // First step of the decay phase.
   int decay_start() const;
   // Learning rate of optimizer step `step` (0-based).

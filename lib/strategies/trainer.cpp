@@ -194,7 +194,7 @@ struct Trainer::Impl {
                              true, cfg.gpt.vocab_size}),
         resume_path(resolve_resume(cfg)),
         metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
-        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio} {
+        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps} {
     note_progress("the model and the data");
     if (!cfg.val_data.empty()) {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,

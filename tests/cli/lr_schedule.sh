@@ -10,7 +10,10 @@
 #      first run's losses bit for bit (the updates before them had the same
 #      LR), step 19's differs; the LR stays at lr to step 32 and decays over
 #      the last 8 steps;
-#   3. the control: with the default cosine schedule step 7's loss differs,
+#   3. the same extension with --lr-decay-steps 4 instead of the ratio: the
+#      cool-down keeps its 4 steps (37-40), steps 11-18 again have the first
+#      run's losses;
+#   4. the control: with the default cosine schedule step 7's loss differs,
 #      so the loss comparison can fail.
 #   lr_schedule.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -31,6 +34,8 @@ grep -q 'learning rate: warm-up over steps 1-4, 0.003 through step 17, then line
   "$work/first.log" || { cat "$work/first.log"; fail "the log does not describe the schedule"; }
 run longer --steps 40 "${wsd[@]}" --resume "$work/ckpt/step_00000010" --ckpt-dir "$work/ckpt_longer"
 grep -q 'resumed from .*step_00000010 (step 10,' "$work/longer.log" || { cat "$work/longer.log"; fail "no resume from step 10"; }
+run fixed --steps 40 --lr-decay linear --lr-decay-steps 4 --resume "$work/ckpt/step_00000010" --ckpt-dir "$work/ckpt_fixed"
+grep -q 'then linear decay over steps 38-40 towards 0.0003' "$work/fixed.log" || { cat "$work/fixed.log"; fail "fixed: the log does not describe the schedule"; }
 run cosine --steps 40
 python3 - "$work" <<'PY' || fail "metrics"
 import json, math, sys
@@ -61,7 +66,14 @@ assert math.isclose(longer[32]["lr"], lr, rel_tol=1e-6) and longer[33]["lr"] < l
 for k in range(11, 19):
     assert repr(longer[k]["loss"]) == repr(first[k]["loss"]), f"step {k}: {longer[k]['loss']} != {first[k]['loss']}"
 assert longer[19]["loss"] != first[19]["loss"], "step 19: the first run's step 18 had a lower LR, the loss must differ"
+head, fixed = read("fixed")
+assert head["config"]["lr_decay_steps"] == 4, head["config"]
+assert sorted(fixed) == list(range(11, 41)), sorted(fixed)
+check(fixed, 40, 36, "fixed")  # --lr-decay-steps 4: the last 4 steps, as in the 20-step run
+assert math.isclose(fixed[37]["lr"], lr, rel_tol=1e-6) and fixed[38]["lr"] < lr
+for k in range(11, 19):
+    assert repr(fixed[k]["loss"]) == repr(first[k]["loss"]), f"fixed: step {k}: {fixed[k]['loss']} != {first[k]['loss']}"
 _, cos = read("cosine")
 assert cos[6]["lr"] < lr and cos[7]["loss"] != first[7]["loss"], "control: cosine's step 7 loss equals the WSD run's"
-print("ok: lr of every step as the formula; steps 11-18 of the extended run have the first run's losses")
+print("ok: lr of every step as the formula; steps 11-18 of both extended runs have the first run's losses")
 PY

@@ -152,6 +152,22 @@ TEST(Schedule, DecayLengthRoundsAndIsAtLeastOneStep) {
   EXPECT_EQ(one.at(10), 0.0f);
 }
 
+// A fixed decay length keeps the cool-down's length when the run grows (a
+// ratio grows it with the run), overrides the ratio, and equals the ratio that
+// gives the same length.
+TEST(Schedule, FixedDecayStepsKeepTheCoolDownWhenARunIsExtended) {
+  const LRSchedule short_run{1, 0.1f, 4, 20, LRDecay::kLinear, 1.0, 4};
+  const LRSchedule long_run{1, 0.1f, 4, 40, LRDecay::kLinear, 1.0, 4};
+  EXPECT_EQ(short_run.decay_start(), 16);
+  EXPECT_EQ(long_run.decay_start(), 36);
+  const LRSchedule same_by_ratio{1, 0.1f, 4, 20, LRDecay::kLinear, 0.25};
+  for (int step = 0; step < 22; ++step) EXPECT_EQ(short_run.at(step), same_by_ratio.at(step)) << step;
+  for (int step = 0; step < 36; ++step) EXPECT_EQ(long_run.at(step), step < 4 ? short_run.at(step) : 1.0f) << step;
+  EXPECT_EQ(long_run.at(36 + 2), short_run.at(16 + 2));  // the same cool-down, shifted
+  EXPECT_EQ(long_run.at(40), 0.1f);
+  EXPECT_EQ((LRSchedule{1, 0, 4, 20, LRDecay::kLinear, 0.5, 100}.decay_start()), 4);  // at most all steps after warm-up
+}
+
 // The LR of logged step k is at(k - 1): the stable phase runs through the
 // decay's first step (progress 0), the decay's LRs below lr come after it.
 TEST(Schedule, DescribesItselfInLoggedStepNumbers) {
