@@ -5,6 +5,7 @@
 //   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
 //   ckpt_tool import IN.bin OUT.h5          llm.c model file -> HDF5 export format (gpt_train --init-from takes either)
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <cstdio>
 
@@ -34,9 +35,13 @@ int main(int argc, char** argv) {
     if (*info) {
       const auto j = gpt::checkpoint_info(dir);
       const auto& a = j["attrs"];
-      std::printf("%s: %s v%lld, step %lld, written by %s on %lld ranks (mesh %s)%s\n", dir.c_str(),
+      // A checkpoint after skipped non-finite steps has had fewer updates than steps.
+      const long long updates = a.value("optimizer_updates", a["step"].get<long long>());
+      const std::string skipped =
+          updates == a["step"].get<long long>() ? "" : fmt::format(" ({} optimizer updates)", updates);
+      std::printf("%s: %s v%lld, step %lld%s, written by %s on %lld ranks (mesh %s)%s\n", dir.c_str(),
                   a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
-                  a["strategy"].get<std::string>().c_str(), (long long)a["world_size"],
+                  skipped.c_str(), a["strategy"].get<std::string>().c_str(), (long long)a["world_size"],
                   a["mesh"].get<std::string>().c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
       std::printf("model %s, data position epoch %lld offset %lld, seed %llu\n", a["model"].get<std::string>().c_str(),
                   (long long)a["data_epoch"], (long long)a["data_offset"], (unsigned long long)a["seed"]);

@@ -127,6 +127,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   h5::set_attr(f.get(), "format", std::string(kFormat));
   h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
   h5::set_attr(f.get(), "step", meta.step);
+  h5::set_attr(f.get(), "optimizer_updates", meta.optimizer_updates);
   h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
   h5::set_attr(f.get(), "data_offset", meta.data.offset);
   h5::set_attr(f.get(), "seed", meta.seed);
@@ -198,6 +199,12 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
                                     saved.value(k, -1), v.get<int>()));
     }
     meta.step = h5::attr_int(f.get(), "step");
+    // Written since skipped steps existed; before, every step was an update.
+    meta.optimizer_updates =
+        h5::has_attr(f.get(), "optimizer_updates") ? h5::attr_int(f.get(), "optimizer_updates") : meta.step;
+    if (meta.optimizer_updates < 0 || meta.optimizer_updates > meta.step)
+      throw DataError(fmt::format("{}: optimizer_updates = {} outside [0, step = {}]", file, meta.optimizer_updates,
+                                  meta.step));
     meta.data = {h5::attr_int(f.get(), "data_epoch"), h5::attr_int(f.get(), "data_offset")};
     meta.seed = h5::attr_uint(f.get(), "seed");
     meta.strategy = h5::attr_string(f.get(), "strategy");

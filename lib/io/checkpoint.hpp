@@ -8,8 +8,11 @@
 //     each dataset has attribute "checksum": a uint64, the sum over elements
 //     of mix(index, float bits) (order-free, so any sharding can verify it)
 //     root attributes: format ("gpt_hpc-checkpoint"), format_version, step
-//     (optimizer steps done), data_epoch, data_offset, seed, strategy, mesh,
-//     world_size, model (JSON of the shape), config (JSON of the run)
+//     (optimizer steps done), optimizer_updates (the updates applied: step
+//     less the skipped non-finite steps; AdamW's bias-correction count;
+//     absent in older checkpoints, read as step), data_epoch, data_offset,
+//     seed, strategy, mesh, world_size, model (JSON of the shape), config
+//     (JSON of the run)
 //   COMPLETE   written last; only a directory with it is a checkpoint.
 // The directory is written as <ckpt-dir>/.partial-step_NNNNNNNN and renamed
 // after every rank has closed the file: a crash never leaves something that
@@ -53,6 +56,7 @@ struct UnitSlice {
 
 struct CheckpointMeta {
   int64_t step = 0;
+  int64_t optimizer_updates = 0;  // <= step: updates applied (a skipped step is not one)
   LoaderPosition data;
   uint64_t seed = 0;
   std::string strategy, mesh;

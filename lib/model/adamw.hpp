@@ -21,7 +21,7 @@ struct AdamWHyper {
 
 struct AdamWStep {
   float lr = 0.f;
-  int64_t t = 1;           // 1-based step count, for bias correction
+  int64_t t = 1;           // 1-based count of updates applied (skipped steps do not count), for bias correction
   float grad_scale = 1.f;  // multiplies every gradient first (global-norm clipping)
 };
 

@@ -146,6 +146,10 @@ struct Trainer::Impl {
   std::optional<DataLoader> val_loader;
   std::unique_ptr<Tokenizer> tokenizer;
   std::string resume_path;  // checkpoint to start from, "" for a fresh start
+  // AdamW updates applied so far: the steps done less the skipped ones. The
+  // bias correction counts these, as PyTorch's GradScaler and DeepSpeed do
+  // (a skipped step does not advance the optimizer); checkpoints carry it.
+  int64_t optimizer_updates = 0;
   MetricsWriter metrics;
   // Async checkpoints: a snapshot of the owned state written by a background
   // thread over its own duplicate of the communicator, so its collectives
@@ -244,7 +248,8 @@ struct Trainer::Impl {
     return s;
   }
 
-  // Loads the checkpoint chosen by --resume; returns the optimizer steps it had done.
+  // Loads the checkpoint chosen by --resume; returns the optimizer steps it
+  // had done and sets optimizer_updates.
   int restore() {
     if (resume_path.empty()) {
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
@@ -262,6 +267,7 @@ struct Trainer::Impl {
     const CheckpointMeta meta = load_checkpoint(resume_path, base, layout, owned_slices());
     strategy->after_load();
     loader.seek(meta.data);
+    optimizer_updates = meta.optimizer_updates;
     log0("resumed from {} (step {}, written by {} on {} ranks, mesh {}) in {:.2f} s", resume_path, meta.step,
          meta.strategy, meta.world_size, meta.mesh, t.seconds());
     return int(meta.step);
@@ -278,6 +284,7 @@ struct Trainer::Impl {
     Timer t;
     CheckpointMeta meta;
     meta.step = steps_done;
+    meta.optimizer_updates = optimizer_updates;
     meta.data = loader.position();
     meta.seed = cfg.seed;
     meta.strategy = cfg.strategy;
@@ -599,7 +606,7 @@ struct Trainer::Impl {
       } else {
         skipped_in_a_row = 0;
         trace::Span o("optimizer step", "optimizer");
-        strategy->step(cfg.adam, {lr, step + 1, clip_scale(norm, cfg.clip)});
+        strategy->step(cfg.adam, {lr, ++optimizer_updates, clip_scale(norm, cfg.clip)});
       }
       loader.advance();
       const bool last = step + 1 == cfg.steps;

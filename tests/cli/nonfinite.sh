@@ -12,6 +12,9 @@
 #      moments of step 4's checkpoint equal step 3's bit for bit (and step 3's
 #      differ from step 2's: the control that the comparison can fail); steps
 #      1-4 lose what the unpoisoned run loses (the loss precedes the update);
+#      step 8's checkpoint records 7 optimizer updates, and (zero3) step 5's
+#      update is AdamW's 4th: its bias correction does not count the skip;
+#      resumed from step 6, step 8's state equals the uninterrupted run's;
 #   3. --skip-nonfinite 1 with steps 4 and 5 poisoned: ends at step 5 ("2
 #      steps in a row"); with 4 and 6: skipped twice, exit 0 (the count of
 #      steps in a row restarts after an applied step).
@@ -87,17 +90,56 @@ PY
     fail "$strategy: step 4 was skipped but its checkpoint's state differs from step 3's"
   same_state "$(ckpt "skip_$strategy" 2)" "$(ckpt "skip_$strategy" 3)" &&
     fail "$strategy: steps 2 and 3 have equal state: the comparison cannot tell an update"
-  echo "ok: $strategy: step 4 skipped, its state equal to step 3's, 8 steps finite"
+  info=$("$build/apps/ckpt_tool" info "$(dirname "$(ckpt "skip_$strategy" 8)")")  # not piped: grep -q would SIGPIPE it
+  [[ $info == *"step 8 (7 optimizer updates), "* ]] ||
+    fail "$strategy: step 8's checkpoint does not record 7 optimizer updates"
+  echo "ok: $strategy: step 4 skipped, its state equal to step 3's, 8 steps finite, 7 updates recorded"
 done
+# AdamW's bias correction counts updates, not steps (as PyTorch's GradScaler
+# and DeepSpeed skip optimizer.step()): step 5 is the 4th update. From the
+# checkpoints of steps 4 and 5, a tensor without weight decay must have moved
+# by lr / (1 - b1^t) * m' / (sqrt(v' / (1 - b2^t)) + eps) with t = 4; with
+# t = 5 the move would be about 7% smaller.
+if [[ " $strategies " == *" zero3 "* ]]; then
+python3 - "$(ckpt skip_zero3 4)" "$(ckpt skip_zero3 5)" "$work/skip_zero3.jsonl" <<'PY' || fail "zero3: AdamW's step after the skipped one"
+import json, math, subprocess, sys, tempfile
+def tensor(path, name):  # h5dump -o writes the values alone, comma-separated
+    with tempfile.NamedTemporaryFile("r") as f:
+        subprocess.run(["h5dump", "-d", name, "-m", "%.9g", "-y", "-w", "0", "-o", f.name, path], check=True,
+                       stdout=subprocess.DEVNULL)
+        return [float(x) for x in f.read().split(",")]
+lr = [json.loads(l) for l in open(sys.argv[3]) if '"step":5,' in l and "grad_norm" in l][0]["lr"]
+name = "transformer.ln_f.bias"
+p, = [tensor(sys.argv[1], f"/params/{name}")]
+p2, m2, v2 = (tensor(sys.argv[2], f"/{g}/{name}") for g in ("params", "exp_avg", "exp_avg_sq"))
+def predicted(t):
+    bc1, bc2 = 1 - 0.9 ** t, 1 - 0.95 ** t
+    return [a - lr / bc1 * m / (math.sqrt(v) / math.sqrt(bc2) + 1e-8) for a, m, v in zip(p, m2, v2)]
+def err(t):  # the largest error relative to the largest move
+    move = max(abs(b - a) for a, b in zip(p, p2))
+    return max(abs(b - q) for b, q in zip(p2, predicted(t))) / move
+assert len(p) == 64 and err(4) < 1e-3 and err(5) > 0.03, f"error with t = 4: {err(4):.2e}, with t = 5: {err(5):.2e}"
+print(f"ok: zero3: step 5's update is AdamW's 4th (error {err(4):.1e}; as the 5th it would be {err(5):.1e})")
+PY
+fi
 # Steps 1-4 lose exactly what the unpoisoned run loses; step 5 on does not (step 4 was not applied).
 if [[ " $strategies " == *" zero3 "* ]]; then
-diff <(losses "$work/ref.jsonl" | head -4) <(losses "$work/skip_zero3.jsonl" | head -4) ||
+diff <(losses "$work/ref.jsonl" | sed -n 1,4p) <(losses "$work/skip_zero3.jsonl" | sed -n 1,4p) ||
   fail "zero3: the losses of steps 1-4 differ from the unpoisoned run's"
 diff -q <(losses "$work/ref.jsonl" | sed -n 5p) <(losses "$work/skip_zero3.jsonl" | sed -n 5p) >/dev/null &&
   fail "zero3: step 5's loss equals the unpoisoned run's: step 4 was applied after all"
 echo "ok: zero3: losses of steps 1-4 equal the unpoisoned run's, step 5's differs"
 fi
 [[ $# -gt 2 ]] && exit 0
+
+# A resume after a skip continues the update count: resumed from step 6 (5
+# updates), step 8's state equals the uninterrupted run's bit for bit (with
+# the step count as AdamW's t it would not).
+run resumed --strategy zero3 --skip-nonfinite 1 --resume "$(dirname "$(ckpt skip_zero3 6)")" ||
+  { cat "$work/resumed.log"; fail "the resume after a skipped step failed"; }
+same_state "$(ckpt resumed 8)" "$(ckpt skip_zero3 8)" ||
+  fail "resumed from step 6 after a skipped step, step 8's state differs from the uninterrupted run's"
+echo "ok: resumed after a skipped step: step 8's state equals the uninterrupted run's"
 
 # 3. steps in a row
 GPT_TEST_NAN_GRAD_STEPS=4,5 run row --strategy zero2 --skip-nonfinite 1; rc=$?
