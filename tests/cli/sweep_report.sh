@@ -29,3 +29,45 @@ for p in ("throughput.png", "memory.png", "breakdown.png"):
         assert f.read(4) == b"\x89PNG", p
 print("sweep report OK:", os.path.join(d, "report.md"))
 PY
+
+# --skip-done: the same command again keeps the three finished runs and
+# reruns only the failed one.
+"$root/scripts/sweep" run --strategies ddp,zero3,hybrid,zero9 --meshes 1x2 --ranks 2 --steps 3 \
+  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun --skip-done >"$work/again.log"
+kept=$(grep -c 'done before, kept (--skip-done)' "$work/again.log" || true)
+started=$(grep -c '^\[sweep\] [a-z0-9-]*: exit ' "$work/again.log" || true)
+[[ $kept == 3 && $started == 1 ]] || { cat "$work/again.log"; echo "FAIL: --skip-done kept $kept and ran $started runs, expected 3 and 1"; exit 1; }
+echo "ok: --skip-done kept the 3 finished runs and reran the failed one"
+
+# A stopped run stops the sweep: no further run starts, the report says
+# 'stopped' (and which step), the sweep exits 75.
+#   usr1: SIGUSR1 to mpirun, which forwards it: the run exits 75 after a step;
+#   int:  SIGINT to the sweep's process group, as Ctrl-C sends it: the sweep
+#         waits for the run (which mpirun ends early) and stops after it.
+first_step() {  # waits until the run's metrics hold a step
+  for _ in $(seq 600); do
+    grep -q '"grad_norm"' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "FAIL: no step in $1 within 60 s"; exit 1
+}
+for how in usr1 int; do
+  setsid "$root/scripts/sweep" run --strategies ddp,zero3 --ranks 2 --steps 100000 --config "$work/tiny.toml" \
+    --build "$build" --out "$work/stop_$how" --launcher mpirun >"$work/stop_$how.log" 2>&1 &
+  pid=$!
+  first_step "$work/stop_$how/runs/ddp/metrics.jsonl"
+  if [[ $how == usr1 ]]; then kill -USR1 "$(pgrep -P "$pid" mpirun)"; else kill -INT -- "-$pid"; fi
+  rc=0; wait "$pid" || rc=$?
+  [[ $rc == 75 ]] || { cat "$work/stop_$how.log"; echo "FAIL: $how: the sweep exited $rc, expected 75"; exit 1; }
+  python3 - "$work/stop_$how" "$how" <<'PY'
+import csv, os, re, sys
+d, how = sys.argv[1:]
+rows = {r["name"]: r for r in csv.DictReader(open(os.path.join(d, "report.csv")))}
+assert rows["ddp"]["status"] == "stopped", rows["ddp"]
+want = r"stopped by SIGUSR1 after step \d+ of 100000" if how == "usr1" else r"stopped by SIGINT"
+assert re.match(want, rows["ddp"]["error"]), rows["ddp"]["error"]
+assert rows["zero3"]["status"] == "not run", rows["zero3"]
+assert "1 stopped, 1 not run" in open(os.path.join(d, "report.md")).read()
+print(f"ok: {how}: ddp {rows['ddp']['error']}; zero3 not run; exit 75")
+PY
+done
