@@ -179,6 +179,12 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.sample_every = parse_int("sample-every", v, 0); }},
       {"sample-tokens", "tokens per sample (0: no samples)", false,
        [](C& c, P&, S v) { c.sample_tokens = parse_int("sample-tokens", v, 0); }},
+      {"sample-prompt", "text the samples continue (default: a new document)", false,
+       [](C& c, P&, S v) { c.sample_prompt = v; }},
+      {"sample-temperature", "divides the logits of samples (0: greedy, the most likely token)", false,
+       [](C& c, P&, S v) { c.sample_temperature = parse_float("sample-temperature", v, 0, 100); }},
+      {"sample-top-k", "samples draw from the K most likely tokens only (0: all)", false,
+       [](C& c, P&, S v) { c.sample_top_k = parse_int("sample-top-k", v, 0); }},
       {"log-every", "progress line every N steps", false,
        [](C& c, P&, S v) { c.log_every = parse_int("log-every", v, 1); }},
       {"log-level", "trace | debug | info | warn | error", false,
@@ -355,6 +361,9 @@ nlohmann::json RunConfig::to_json() const {
       {"val_batches", val_batches},
       {"sample_every", sample_every},
       {"sample_tokens", sample_tokens},
+      {"sample_prompt", sample_prompt},
+      {"sample_temperature", f(sample_temperature)},
+      {"sample_top_k", sample_top_k},
   };
 }
 

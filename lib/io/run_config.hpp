@@ -73,6 +73,9 @@ struct RunConfig {
   std::string trace;  // Chrome trace-event JSON, "" = off
   int eval_every = 0, val_batches = 8;
   int sample_every = 0, sample_tokens = 64;
+  std::string sample_prompt;       // samples continue this text ("": from the document separator)
+  float sample_temperature = 1.0f;  // 0: greedy
+  int sample_top_k = 0;            // 0: every token
   int log_every = 1;
   std::string log_level = "info";
 

@@ -26,6 +26,7 @@
 #include "model/cpu/gemm_peak.hpp"
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
+#include "model/sampling.hpp"
 #include "model/schedule.hpp"
 #include "strategies/planner.hpp"
 #include "strategies/strategy.hpp"
@@ -145,6 +146,8 @@ struct Trainer::Impl {
   DataLoader loader;
   std::optional<DataLoader> val_loader;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> sample_context;  // what a sample starts from: a separator, then --sample-prompt's tokens
+  TokenSampler sampler{{}};
   std::string resume_path;  // checkpoint to start from, "" for a fresh start
   // AdamW updates applied so far: the steps done less the skipped ones. The
   // bias correction counts these, as PyTorch's GradScaler and DeepSpeed do
@@ -204,7 +207,17 @@ struct Trainer::Impl {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
-    if (cfg.sample_tokens > 0) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    if (cfg.sample_tokens > 0) {
+      tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+      sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
+      for (int id : tokenizer->encode(cfg.sample_prompt)) {
+        if (id >= cfg.gpt.vocab_size)
+          throw ConfigError(fmt::format("invalid sample-prompt = '{}': token id {} is outside the model's vocabulary "
+                                        "(vocab_size {})", cfg.sample_prompt, id, cfg.gpt.vocab_size));
+        sample_context.push_back(id);
+      }
+      sampler = TokenSampler({cfg.sample_temperature, cfg.sample_top_k});
+    }
     // A wait for other ranks (a collective, or the GPU waiting for one)
     // that outlasts --comm-timeout, or a communicator failing while the host
     // waits, is an error (and so ends every rank), not a hang.
@@ -462,8 +475,8 @@ struct Trainer::Impl {
     trace::Span t("sample", "eval");
     Strategy& S = *strategy;
     const int V = cfg.gpt.vocab_size;
-    std::vector<int32_t> ctx{tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
-    std::vector<int> out;
+    std::vector<int32_t> ctx = sample_context;
+    std::vector<int> out(sample_context.begin() + 1, sample_context.end());  // the prompt, then what follows
     std::vector<float> logits(size_t(cfg.gpt.padded_vocab()));
     std::mt19937_64 rng(cfg.seed + uint64_t(step));
     for (int i = 0; i < cfg.sample_tokens; ++i) {
@@ -474,18 +487,7 @@ struct Trainer::Impl {
       model->logits_row(S.params(F()), S.params(E()), len - 1, logits.data());
       S.release(F());
       S.release(E());
-      const float mx = *std::max_element(logits.begin(), logits.begin() + V);
-      double total = 0;
-      for (int j = 0; j < V; ++j) total += std::exp(double(logits[j] - mx));
-      double u = double(rng() >> 11) * 0x1p-53 * total, acc = 0;
-      int next = V - 1;
-      for (int j = 0; j < V; ++j) {
-        acc += std::exp(double(logits[j] - mx));
-        if (acc >= u) {
-          next = j;
-          break;
-        }
-      }
+      const int next = sampler.next(logits.data(), V, rng);
       ctx.push_back(next);
       out.push_back(next);
     }
@@ -548,6 +550,12 @@ struct Trainer::Impl {
     }
     const int start_step = restore();
     if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
+    if (start_step >= cfg.steps) {
+      // A checkpoint evaluated, not trained: its validation loss above, its sample below.
+      log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
+           cfg.steps);
+      if (tokenizer) log0("sample at step {}:\n{}", start_step, sample(start_step));
+    }
 
     TrainSummary sum;
     sum.losses.reserve(std::max(cfg.steps - start_step, 0));  // no allocation in the loop
