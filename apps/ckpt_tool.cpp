@@ -37,8 +37,13 @@ int main(int argc, char** argv) {
       const auto& a = j["attrs"];
       // A checkpoint after skipped non-finite steps has had fewer updates than steps.
       const long long updates = a.value("optimizer_updates", a["step"].get<long long>());
+      // A checkpoint written at a skipped step also holds how many were skipped in a row.
+      const long long in_a_row = a.value("skipped_in_a_row", 0LL);
       const std::string skipped =
-          updates == a["step"].get<long long>() ? "" : fmt::format(" ({} optimizer updates)", updates);
+          updates == a["step"].get<long long>()
+              ? ""
+              : fmt::format(" ({} optimizer updates{})", updates,
+                            in_a_row > 0 ? fmt::format(", {} skipped in a row", in_a_row) : "");
       std::printf("%s: %s v%lld, step %lld%s, written by %s on %lld ranks (mesh %s)%s\n", dir.c_str(),
                   a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
                   skipped.c_str(), a["strategy"].get<std::string>().c_str(), (long long)a["world_size"],

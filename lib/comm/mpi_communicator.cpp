@@ -270,6 +270,13 @@ WorkPtr MpiCommunicator::enqueue(const Call& call, int64_t bytes) {
       task->done = false;
       task->error = nullptr;
     }
+    // The progress thread clears the queue when it has taken every task; if
+    // it never catches up completely, the taken ones are dropped here once
+    // the reserved room is used up, so even then the push does not grow it.
+    if (queue_.size() == queue_.capacity() && head_ > 0) {
+      queue_.erase(queue_.begin(), queue_.begin() + std::ptrdiff_t(head_));
+      head_ = 0;
+    }
     queue_.push_back(task.get());
   }
   cv_.notify_one();

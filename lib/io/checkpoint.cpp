@@ -128,6 +128,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
   h5::set_attr(f.get(), "step", meta.step);
   h5::set_attr(f.get(), "optimizer_updates", meta.optimizer_updates);
+  h5::set_attr(f.get(), "skipped_in_a_row", meta.skipped_in_a_row);
   h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
   h5::set_attr(f.get(), "data_offset", meta.data.offset);
   h5::set_attr(f.get(), "seed", meta.seed);
@@ -205,6 +206,11 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
     if (meta.optimizer_updates < 0 || meta.optimizer_updates > meta.step)
       throw DataError(fmt::format("{}: optimizer_updates = {} outside [0, step = {}]", file, meta.optimizer_updates,
                                   meta.step));
+    // Written since a resume continues the count of skipped steps in a row.
+    meta.skipped_in_a_row = h5::has_attr(f.get(), "skipped_in_a_row") ? h5::attr_int(f.get(), "skipped_in_a_row") : 0;
+    if (meta.skipped_in_a_row < 0 || meta.skipped_in_a_row > meta.step - meta.optimizer_updates)
+      throw DataError(fmt::format("{}: skipped_in_a_row = {} outside [0, step - optimizer_updates = {}]", file,
+                                  meta.skipped_in_a_row, meta.step - meta.optimizer_updates));
     meta.data = {h5::attr_int(f.get(), "data_epoch"), h5::attr_int(f.get(), "data_offset")};
     meta.seed = h5::attr_uint(f.get(), "seed");
     meta.strategy = h5::attr_string(f.get(), "strategy");

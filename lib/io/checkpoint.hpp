@@ -10,7 +10,10 @@
 //     root attributes: format ("gpt_hpc-checkpoint"), format_version, step
 //     (optimizer steps done), optimizer_updates (the updates applied: step
 //     less the skipped non-finite steps; AdamW's bias-correction count;
-//     absent in older checkpoints, read as step), data_epoch, data_offset,
+//     absent in older checkpoints, read as step), skipped_in_a_row (the
+//     non-finite steps skipped since the last applied update, which
+//     --skip-nonfinite limits; absent in older checkpoints, read as 0),
+//     data_epoch, data_offset,
 //     seed, strategy, mesh, world_size, model (JSON of the shape), config
 //     (JSON of the run)
 //   COMPLETE   written last; only a directory with it is a checkpoint.
@@ -57,6 +60,7 @@ struct UnitSlice {
 struct CheckpointMeta {
   int64_t step = 0;
   int64_t optimizer_updates = 0;  // <= step: updates applied (a skipped step is not one)
+  int64_t skipped_in_a_row = 0;   // <= step - optimizer_updates: skipped steps since the last update
   LoaderPosition data;
   uint64_t seed = 0;
   std::string strategy, mesh;

@@ -153,6 +153,9 @@ struct Trainer::Impl {
   // bias correction counts these, as PyTorch's GradScaler and DeepSpeed do
   // (a skipped step does not advance the optimizer); checkpoints carry it.
   int64_t optimizer_updates = 0;
+  // Steps not applied since the last one that was (--skip-nonfinite limits
+  // it); checkpoints carry it, so a resume ends or skips as the run would have.
+  int skipped_in_a_row = 0;
   MetricsWriter metrics;
   // Async checkpoints: a snapshot of the owned state written by a background
   // thread over its own duplicate of the communicator, so its collectives
@@ -281,6 +284,7 @@ struct Trainer::Impl {
     strategy->after_load();
     loader.seek(meta.data);
     optimizer_updates = meta.optimizer_updates;
+    skipped_in_a_row = int(meta.skipped_in_a_row);
     log0("resumed from {} (step {}, written by {} on {} ranks, mesh {}) in {:.2f} s", resume_path, meta.step,
          meta.strategy, meta.world_size, meta.mesh, t.seconds());
     return int(meta.step);
@@ -298,6 +302,7 @@ struct Trainer::Impl {
     CheckpointMeta meta;
     meta.step = steps_done;
     meta.optimizer_updates = optimizer_updates;
+    meta.skipped_in_a_row = skipped_in_a_row;
     meta.data = loader.position();
     meta.seed = cfg.seed;
     meta.strategy = cfg.strategy;
@@ -563,7 +568,6 @@ struct Trainer::Impl {
     const float loss_scale = 1.f / float(tokens_per_step);
     double steady_time = 0, steady_comm = 0, steady_exposed = 0;
     int steady_steps = 0;
-    int skipped_in_a_row = 0;  // steps not applied since the last one that was (--skip-nonfinite)
     int64_t comm_bytes = 0;
     Timer run_timer;
     for (int step = start_step; step < cfg.steps; ++step) {

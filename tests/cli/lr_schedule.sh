@@ -17,16 +17,11 @@
 #      so the loss comparison can fail.
 #   lr_schedule.sh BUILD_DIR WORK_DIR
 set -uo pipefail
-build="$1"; work="$2"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"
-"$root/tests/make_tiny_run.sh" "$build" "$work" >/dev/null || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh" "$@"
 run() {
   local name=$1; shift
-  "$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" --config "$work/tiny.toml" --strategy zero2 --log-every 1 \
-    --lr 3e-3 --min-lr 3e-4 --warmup 4 --metrics "$work/$name.jsonl" "$@" >"$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; fail "$name: the run failed"; }
+  tiny_run_ok "$name" 2 --strategy zero2 --log-every 1 --lr 3e-3 --min-lr 3e-4 --warmup 4 \
+    --metrics "$work/$name.jsonl" "$@"
 }
 wsd=(--lr-decay linear --lr-decay-ratio 0.25)
 run first --steps 20 "${wsd[@]}" --ckpt-dir "$work/ckpt" --ckpt-every 10

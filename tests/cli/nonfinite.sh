@@ -17,23 +17,22 @@
 #      resumed from step 6, step 8's state equals the uninterrupted run's;
 #   3. --skip-nonfinite 1 with steps 4 and 5 poisoned: ends at step 5 ("2
 #      steps in a row"); with 4 and 6: skipped twice, exit 0 (the count of
-#      steps in a row restarts after an applied step).
+#      steps in a row restarts after an applied step); resumed from step 4's
+#      checkpoint (a skipped step: ckpt_tool shows "1 skipped in a row"), a
+#      poisoned step 5 still ends the run: the count is checkpointed.
 #   nonfinite.sh BUILD_DIR WORK_DIR [TRAINER STRATEGIES FLAGS...]
 # With TRAINER (tests/gpt_train_emulated and --device cuda: the CUDA
 # backend's device buffers, bf16 with fp32 master weights) only case 2 (and
 # its loss check, with zero3) runs, for the strategies in STRATEGIES.
 set -uo pipefail
-build="$1"; work="$2"; trainer="${3:-$1/apps/gpt_train}"; strategies="${4:-ddp zero1 zero2 zero3 hybrid}"
+trainer="${3:-$1/apps/gpt_train}"; strategies="${4:-ddp zero1 zero2 zero3 hybrid}"
 extra=("${@:5}")
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"
-"$root/tests/make_tiny_run.sh" "$build" "$work" >/dev/null || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh" "$@"
 # run NAME [flags...]: 2 ranks, 8 steps, a checkpoint per step; output in NAME.log, metrics in NAME.jsonl.
 run() {
   local name=$1; shift
-  "$root/scripts/mpirun.sh" -np 2 "$trainer" --config "$work/tiny.toml" --steps 8 --log-every 1 \
-    --metrics "$work/$name.jsonl" --ckpt-dir "$work/$name.ckpt" --ckpt-every 1 "${extra[@]}" "$@" >"$work/$name.log" 2>&1
+  tiny_run "$name" 2 --steps 8 --log-every 1 --metrics "$work/$name.jsonl" --ckpt-dir "$work/$name.ckpt" --ckpt-every 1 \
+    "${extra[@]}" "$@"
 }
 ckpt() { echo "$work/$1.ckpt/step_$(printf %08d "$2")/state.h5"; }
 # same_state A B: the parameters and moments of two checkpoint files are equal, element for element.
@@ -147,7 +146,17 @@ GPT_TEST_NAN_GRAD_STEPS=4,5 run row --strategy zero2 --skip-nonfinite 1; rc=$?
 grep -q '^error: training diverged: gradient norm nan (loss [0-9.]*) at step 5, 2 steps in a row (--skip-nonfinite 1)' \
   "$work/row.log" || { cat "$work/row.log"; fail "two in a row: the error line does not name step 5"; }
 ls -d "$work/row.ckpt"/*step_00000005* >/dev/null 2>&1 && fail "two in a row: step 5 was checkpointed"
+# The count in a row is checkpointed: resumed from the skipped step 4's
+# checkpoint, a poisoned step 5 is the 2nd in a row (a resume that restarted
+# the count would skip it and run on).
+info=$("$build/apps/ckpt_tool" info "$(dirname "$(ckpt row 4)")")
+[[ $info == *"step 4 (3 optimizer updates, 1 skipped in a row), "* ]] ||
+  fail "two in a row: step 4's checkpoint does not record 1 skipped step in a row: $info"
+GPT_TEST_NAN_GRAD_STEPS=5 run row_resumed --strategy zero2 --skip-nonfinite 1 --resume "$(dirname "$(ckpt row 4)")"; rc=$?
+[[ $rc == 1 ]] || { cat "$work/row_resumed.log"; fail "two in a row across a resume: exit $rc, expected 1"; }
+grep -q '^error: training diverged: gradient norm nan (loss [0-9.]*) at step 5, 2 steps in a row (--skip-nonfinite 1)' \
+  "$work/row_resumed.log" || { cat "$work/row_resumed.log"; fail "two in a row across a resume: the error line does not name step 5"; }
 GPT_TEST_NAN_GRAD_STEPS=4,6 run apart --strategy zero2 --skip-nonfinite 1 ||
   { cat "$work/apart.log"; fail "two apart: the run failed"; }
 grep '"type":"summary"' "$work/apart.jsonl" | grep -q '"skipped_steps":2' || fail "two apart: skipped_steps is not 2"
-echo "ok: 2 in a row end the run at step 5; 2 apart are both skipped"
+echo "ok: 2 in a row end the run at step 5, also across a resume from step 4; 2 apart are both skipped"

@@ -7,16 +7,10 @@
 #      (logged), and the sample equals run 1's, byte for byte.
 #   sample_prompt.sh BUILD_DIR WORK_DIR
 set -uo pipefail
-build="$1"; work="$2"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"
-"$root/tests/make_tiny_run.sh" "$build" "$work" >/dev/null || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/common.sh" "$@"
 run() {
   local name=$1; shift
-  "$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" --config "$work/tiny.toml" --strategy zero3 --steps 10 \
-    --sample-prompt 'ROMEO:' --sample-temperature 0 --sample-tokens 24 "$@" >"$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; fail "$name: the run failed"; }
+  tiny_run_ok "$name" 2 --strategy zero3 --steps 10 --sample-prompt 'ROMEO:' --sample-temperature 0 --sample-tokens 24 "$@"
 }
 sample() { sed -n '/sample at step 10:/,$p' "$1" | sed -n 2,3p; }
 run train --ckpt-dir "$work/ckpt"

@@ -15,12 +15,9 @@
 # Control, each hook: with --comm-timeout 0 (no guard) the same job is still
 # running when `timeout` ends it, so it is the guard that ends it.
 set -uo pipefail
-build="$1"; work="$2"; hook="$3"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"
-"$root/tests/make_tiny_run.sh" "$build" "$work" || exit 1  # 2 layers, width 64, T=32, global batch 8
+hook="$3"
+source "$(dirname "$0")/common.sh" "$@"
 args=(--config "$work/tiny.toml" --micro-batch 4 --steps 4 --strategy zero3 --log-every 1000)
-fail() { echo "FAIL: $*"; exit 1; }
 
 case "$hook" in
   checkpoint) hook_env=GPT_TEST_CKPT_STALL_RANK=1; modes=(sync async); args+=(--ckpt-every 2) ;;

@@ -15,13 +15,9 @@
 #      SIGUSR1 ends it at once, nothing published.
 #   stop_signal.sh BUILD_DIR WORK_DIR
 set -uo pipefail
-build="$1"; work="$2"
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-rm -rf "$work"
-"$root/tests/make_tiny_run.sh" "$build" "$work" >/dev/null || exit 1
+source "$(dirname "$0")/common.sh" "$@"
 steps=300
 args=(--config "$work/tiny.toml" --micro-batch 4 --steps $steps --strategy zero3 --log-every 1000)
-fail() { echo "FAIL: $*"; exit 1; }
 launch() { "$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" "${args[@]}" "$@"; }
 step_lines() { local n; n=$(grep -c '"grad_norm"' "$1" 2>/dev/null); echo "${n:-0}"; }  # step records
 # wait_for FILE N PID: until FILE has N step records (or PID has ended).

@@ -194,6 +194,37 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   const std::string e2 = load_error(good, wide);
   EXPECT_NE(e2.find("model mismatch: n_embd = 64 in the checkpoint, 128 in this run"), std::string::npos) << e2;
 
+  // The update counts are checked against the step: optimizer_updates in
+  // [0, step], skipped_in_a_row in [0, step - optimizer_updates]. A
+  // checkpoint without them (written before they existed) still loads.
+  const std::string counts = fresh_dir("damage_counts");
+  const std::string too_many = counts + "/step_00000002", in_a_row = counts + "/step_00000003",
+                    older = counts + "/step_00000004";
+  if (test::env().rank() == 0) {
+    auto edit = [&](const std::string& to, const char* name, int64_t value) {
+      fs::create_directories(to);
+      fs::copy(good, to, fs::copy_options::recursive);
+      const hid_t f = H5Fopen((to + "/state.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      ASSERT_GE(f, 0);
+      for (const char* k : {"optimizer_updates", "skipped_in_a_row"})
+        if (value < 0 || std::string(k) == name) {
+          ASSERT_GE(H5Adelete(f, k), 0);
+        }
+      if (value >= 0) h5::set_attr(f, name, value);
+      H5Fclose(f);
+    };
+    edit(too_many, "optimizer_updates", 3);
+    edit(in_a_row, "skipped_in_a_row", 1);
+    edit(older, "", -1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string e6 = load_error(too_many, b), e7 = load_error(in_a_row, b);
+  EXPECT_NE(e6.find(too_many + "/state.h5: optimizer_updates = 3 outside [0, step = 2]"), std::string::npos) << e6;
+  EXPECT_NE(e7.find(in_a_row + "/state.h5: skipped_in_a_row = 1 outside [0, step - optimizer_updates = 0]"),
+            std::string::npos)
+      << e7;
+  EXPECT_EQ(load_error(older, b), "");
+
   // Partial checkpoints (no COMPLETE marker) are never picked by auto and refused by path.
   if (test::env().rank() == 0) {
     fs::remove(bad + "/COMPLETE");
