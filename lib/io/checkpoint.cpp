@@ -1,5 +1,6 @@
 #include "io/checkpoint.hpp"
 
+#include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/stall_guard.hpp"
 
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -99,9 +102,11 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   const std::string tmp = (fs::path(ckpt_dir) / (".partial-" + name)).string();
   const std::string final_dir = (fs::path(ckpt_dir) / name).string();
   if (rank == 0) {
-    fs::create_directories(ckpt_dir);
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    std::error_code ec;
+    fs::create_directories(ckpt_dir, ec);
+    fs::remove_all(tmp, ec);
+    if (!ec) fs::create_directories(tmp, ec);
+    if (ec) throw DataError(fmt::format("{}: cannot create the checkpoint's directory: {}", tmp, ec.message()));
   }
   MPI_Barrier(comm);
   const std::string file = tmp + "/state.h5";
@@ -240,6 +245,33 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
     throw DataError(fmt::format("{}: damaged metadata: {}", file, e.what()));
   }
   return meta;
+}
+
+void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string problem;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::create_directories(ckpt_dir, ec);
+    if (ec) {
+      problem = "cannot create it: " + ec.message();
+    } else {
+      const std::string probe = (fs::path(ckpt_dir) / ".write-test").string();
+      errno = 0;
+      if (std::FILE* f = std::fopen(probe.c_str(), "w")) {
+        std::fclose(f);
+        std::remove(probe.c_str());
+      } else {
+        problem = fmt::format("cannot write in it: {}", std::strerror(errno ? errno : EIO));
+      }
+    }
+  }
+  int n = int(problem.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  problem.resize(size_t(n));
+  MPI_Bcast(problem.data(), n, MPI_CHAR, 0, comm);
+  if (!problem.empty()) throw ConfigError(fmt::format("invalid ckpt-dir = '{}': {}", ckpt_dir, problem));
 }
 
 }  // namespace gpt

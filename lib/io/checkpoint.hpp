@@ -88,4 +88,9 @@ uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
 // The newest published checkpoint under ckpt_dir, or "" if there is none.
 std::string latest_checkpoint(const std::string& ckpt_dir);
 
+// Collective over comm: rank 0 creates ckpt_dir (and its parents) and writes
+// and removes a file in it, so that a directory that cannot hold checkpoints
+// is a ConfigError on every rank at the start, not an error after training.
+void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm);
+
 }  // namespace gpt

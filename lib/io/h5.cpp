@@ -134,6 +134,11 @@ Id open_file(const std::string& path, MPI_Comm comm) {
   return Id(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path + ": cannot open as HDF5"));
 }
 
+bool is_hdf5(const std::string& path) {
+  quiet();
+  return H5Fis_hdf5(path.c_str()) > 0;  // H5Fis_accessible is 1.12+; Debian 12 has 1.10
+}
+
 Id create_dataset(hid_t file, const std::string& name, const std::vector<int64_t>& shape) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Id space(check(H5Screate_simple(int(dims.size()), dims.data(), nullptr), "H5Screate_simple"));

@@ -41,6 +41,7 @@ class Id {
 // comm == MPI_COMM_NULL: serial access (tools); otherwise MPI-IO, collective.
 Id create_file(const std::string& path, MPI_Comm comm);
 Id open_file(const std::string& path, MPI_Comm comm);
+bool is_hdf5(const std::string& path);  // false also for a file that cannot be read
 
 Id create_dataset(hid_t file, const std::string& name, const std::vector<int64_t>& shape);
 Id open_dataset(hid_t file, const std::string& name);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +27,7 @@ struct Mapped {
   size_t n = 0;
   explicit Mapped(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw DataError(fmt::format("{}: cannot open", path));
+    if (fd < 0) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
     struct stat st{};
     ::fstat(fd, &st);
     n = size_t(st.st_size);
@@ -90,7 +92,7 @@ GPTConfig llmc_header(const std::string& file, const Mapped& m, const ParamLayou
 bool is_llmc(const std::string& file) {
   int32_t magic = 0;
   FILE* f = std::fopen(file.c_str(), "rb");
-  if (!f) throw DataError(fmt::format("{}: cannot open", file));
+  if (!f) throw DataError(fmt::format("{}: cannot open: {}", file, std::strerror(errno)));
   const bool ok = std::fread(&magic, 4, 1, f) == 1;
   std::fclose(f);
   return ok && magic == kLlmcMagic;
@@ -115,6 +117,11 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
     }
     return;
   }
+  // Neither an llm.c file nor HDF5: say what was expected (HDF5's own error
+  // would only say that it could not open the file).
+  if (!h5::is_hdf5(file))  // is_llmc has opened it
+    throw DataError(fmt::format("{}: neither an llm.c model file (magic {}) nor an HDF5 export (ckpt_tool export)",
+                                file, kLlmcMagic));
   try {
     h5::Id f = h5::open_file(file, comm);
     check_model(file, layout.config(), model_from_json(nlohmann::json::parse(h5::attr_string(f.get(), "model"))));

@@ -3,7 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <toml++/toml.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -246,6 +249,11 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   };
   if (!config_file.empty()) {
     toml::table t;
+    if (std::FILE* f = std::fopen(config_file.c_str(), "r")) {
+      std::fclose(f);
+    } else {  // toml++ would say "0:0: File could not be opened for reading"
+      throw ConfigError(fmt::format("{}: cannot open the config file: {}", config_file, std::strerror(errno)));
+    }
     try {
       t = toml::parse_file(config_file);
     } catch (const toml::parse_error& e) {

@@ -23,6 +23,11 @@ TokenShard::TokenShard(const std::string& path) : path_(path) {
     ::close(fd);
     throw DataError(fmt::format("{}: cannot stat shard: {}", path, std::strerror(errno)));
   }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw DataError(fmt::format("{}: a directory, not a token shard (give a glob of its shards, e.g. '{}/*.bin')", path,
+                                path));
+  }
   const auto bytes = static_cast<int64_t>(st.st_size);
   if (bytes < kShardHeaderBytes) {
     ::close(fd);

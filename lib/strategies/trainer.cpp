@@ -548,6 +548,7 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
+    if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);  // likewise
     if (!cfg.trace.empty()) {
       check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
       bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
