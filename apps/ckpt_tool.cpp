@@ -48,8 +48,10 @@ int main(int argc, char** argv) {
                   a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
                   skipped.c_str(), a["strategy"].get<std::string>().c_str(), (long long)a["world_size"],
                   a["mesh"].get<std::string>().c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
-      std::printf("model %s, data position epoch %lld offset %lld, seed %llu\n", a["model"].get<std::string>().c_str(),
-                  (long long)a["data_epoch"], (long long)a["data_offset"], (unsigned long long)a["seed"]);
+      const long long sequences = a.value("data_sequences", 0LL);  // 0 or absent: not recorded
+      const std::string of = sequences > 0 ? fmt::format(" of {} sequences", sequences) : "";
+      std::printf("model %s, data position epoch %lld offset %lld%s, seed %llu\n", a["model"].get<std::string>().c_str(),
+                  (long long)a["data_epoch"], (long long)a["data_offset"], of.c_str(), (unsigned long long)a["seed"]);
       long long total = 0;
       for (const auto& t : j["tensors"]) {
         std::string shape;

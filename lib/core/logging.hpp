@@ -19,4 +19,10 @@ void log0(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   if (is_log_rank()) spdlog::info(fmt, std::forward<Args>(args)...);
 }
 
+// Warns on rank 0 only: for what every rank sees alike.
+template <typename... Args>
+void warn0(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  if (is_log_rank()) spdlog::warn(fmt, std::forward<Args>(args)...);
+}
+
 }  // namespace gpt

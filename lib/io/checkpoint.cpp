@@ -136,6 +136,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   h5::set_attr(f.get(), "skipped_in_a_row", meta.skipped_in_a_row);
   h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
   h5::set_attr(f.get(), "data_offset", meta.data.offset);
+  h5::set_attr(f.get(), "data_sequences", meta.data_sequences);
   h5::set_attr(f.get(), "seed", meta.seed);
   h5::set_attr(f.get(), "strategy", meta.strategy);
   h5::set_attr(f.get(), "mesh", meta.mesh);
@@ -217,6 +218,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
       throw DataError(fmt::format("{}: skipped_in_a_row = {} outside [0, step - optimizer_updates = {}]", file,
                                   meta.skipped_in_a_row, meta.step - meta.optimizer_updates));
     meta.data = {h5::attr_int(f.get(), "data_epoch"), h5::attr_int(f.get(), "data_offset")};
+    meta.data_sequences = h5::has_attr(f.get(), "data_sequences") ? h5::attr_int(f.get(), "data_sequences") : 0;
     meta.seed = h5::attr_uint(f.get(), "seed");
     meta.strategy = h5::attr_string(f.get(), "strategy");
     meta.mesh = h5::attr_string(f.get(), "mesh");

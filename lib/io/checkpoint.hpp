@@ -13,7 +13,8 @@
 //     absent in older checkpoints, read as step), skipped_in_a_row (the
 //     non-finite steps skipped since the last applied update, which
 //     --skip-nonfinite limits; absent in older checkpoints, read as 0),
-//     data_epoch, data_offset,
+//     data_epoch, data_offset, data_sequences (the training data's sequences
+//     per epoch, which data_offset counts in; absent in older checkpoints),
 //     seed, strategy, mesh, world_size, model (JSON of the shape), config
 //     (JSON of the run)
 //   COMPLETE   written last; only a directory with it is a checkpoint.
@@ -62,6 +63,7 @@ struct CheckpointMeta {
   int64_t optimizer_updates = 0;  // <= step: updates applied (a skipped step is not one)
   int64_t skipped_in_a_row = 0;   // <= step - optimizer_updates: skipped steps since the last update
   LoaderPosition data;
+  int64_t data_sequences = 0;  // sequences per epoch of the data that `data` counts in; 0: not recorded
   uint64_t seed = 0;
   std::string strategy, mesh;
   int world_size = 1;

@@ -39,7 +39,7 @@ nlohmann::json checkpoint_info(const std::string& dir) {
   for (const char* k : {"format", "strategy", "mesh", "model", "config"}) attrs[k] = h5::attr_string(f.get(), k);
   for (const char* k : {"format_version", "step", "data_epoch", "data_offset", "world_size"})
     attrs[k] = h5::attr_int(f.get(), k);
-  for (const char* k : {"optimizer_updates", "skipped_in_a_row"})
+  for (const char* k : {"optimizer_updates", "skipped_in_a_row", "data_sequences"})
     if (h5::has_attr(f.get(), k)) attrs[k] = h5::attr_int(f.get(), k);
   attrs["seed"] = h5::attr_uint(f.get(), "seed");
   attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");

@@ -264,6 +264,27 @@ struct Trainer::Impl {
     return s;
   }
 
+  // A resume continues the run that wrote the checkpoint exactly only if the
+  // data stream is the same: the seed orders the sequences (and draws the
+  // samples), and the data position counts sequences of seq-len tokens of
+  // the data set. Changing either is legitimate (another seed to step past
+  // a loss spike's batches, a longer context, a new data mixture), so it
+  // is a warning that says what follows from it, not an error.
+  void warn_if_data_stream_changed(const CheckpointMeta& meta) const {
+    const auto saved_seed = meta.config.value("seed", cfg.seed);
+    if (saved_seed != cfg.seed)
+      warn0("resume: --seed is {} here, {} in the checkpoint's run: the data order (and the samples) after step {} "
+                "differ from that run's",
+                cfg.seed, saved_seed, meta.step);
+    const int saved_seq_len = meta.config.value("seq_len", cfg.seq_len);
+    if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader.num_windows()))
+      warn0("resume: the training data are {} sequences of {} tokens here, {} of {} in the checkpoint's run: its "
+                "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones "
+                "that run would have read next",
+                loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
+                saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
+  }
+
   // Loads the checkpoint chosen by --resume; returns the optimizer steps it
   // had done and sets optimizer_updates.
   int restore() {
@@ -282,6 +303,7 @@ struct Trainer::Impl {
     StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
     const CheckpointMeta meta = load_checkpoint(resume_path, base, layout, owned_slices());
     strategy->after_load();
+    warn_if_data_stream_changed(meta);
     loader.seek(meta.data);
     optimizer_updates = meta.optimizer_updates;
     skipped_in_a_row = int(meta.skipped_in_a_row);
@@ -304,6 +326,7 @@ struct Trainer::Impl {
     meta.optimizer_updates = optimizer_updates;
     meta.skipped_in_a_row = skipped_in_a_row;
     meta.data = loader.position();
+    meta.data_sequences = loader.num_windows();
     meta.seed = cfg.seed;
     meta.strategy = cfg.strategy;
     meta.mesh = to_string(mesh.shape());
