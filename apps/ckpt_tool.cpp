@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "command_line.hpp"
 #include "comm/mpi_env.hpp"
 #include "io/checkpoint_tools.hpp"
 #include "io/model_import.hpp"
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
   imp->add_option("in", in, "llm.c model file")->required();
   imp->add_option("out", out, "output HDF5 file")->required();
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
     if (*info) {
       const auto j = gpt::checkpoint_info(dir);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "command_line.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "model/flops.hpp"
@@ -27,17 +28,17 @@ int main(int argc, char** argv) {
   app.add_option("--n-embd", n_embd, "override the preset's width");
   app.add_option("--vocab-size", vocab, "override the preset's vocabulary");
   app.add_option("--n-ctx", n_ctx, "override the preset's context (rows of wpe)");
-  app.add_option("--ranks", ranks, "ranks in the job")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(CLI::PositiveNumber);
+  app.add_option("--ranks", ranks, "ranks in the job")->capture_default_str()->check(gpt::kPositiveInt);
+  app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(gpt::kPositiveInt);
   app.add_option("--device", device, "cuda | cpu: defaults for memory, peak and bandwidths")
       ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--gpu", gpu, "GPU name for the peak FLOP/s table (H100, H200, A100, ...)")->capture_default_str();
   app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: by device)");
   app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(gpt::kPositiveInt);
   app.add_option("--seq-len", seq_len, "training sequence length (default: the model's context)");
   app.add_option("--accum", accum, "micro-batches per optimizer step")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(gpt::kPositiveInt);
   app.add_option("--precision", precision, "fp32 | bf16 (default: bf16 on cuda, fp32 on cpu)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--reduce-dtype", reduce, "gradient reduction dtype with bf16: fp32 | bf16")->capture_default_str()
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--inter-gbps", inter_gbps, "GB/s a rank sends in a ring across nodes");
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
     Workload w;
     w.model = preset(model);

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 
+#include "command_line.hpp"
 #include "core/error.hpp"
 #include "io/token_shard.hpp"
 #include "io/tokenizer.hpp"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab, "gpt2: encoder.json or vocab.json");
   app.add_option("--merges", merges, "gpt2: vocab.bpe or merges.txt");
   app.add_option("--shard-tokens", shard_tokens, "tokens per shard")->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   try {
     auto tok = gpt::make_tokenizer(kind, vocab, merges);
@@ -95,7 +96,8 @@ int main(int argc, char** argv) {
       total += sz;
     }
     const uint64_t boundary = total - static_cast<uint64_t>(val_fraction * double(total));
-    std::filesystem::create_directories(out_dir);
+    if (std::error_code ec; std::filesystem::create_directories(out_dir, ec), ec)
+      throw gpt::DataError(fmt::format("{}: cannot create the output directory: {}", out_dir, ec.message()));
     const std::string prefix = (std::filesystem::path(out_dir) / name).string();
     RotatingWriter train(prefix, "train", shard_tokens), val(prefix, "val", shard_tokens);
 

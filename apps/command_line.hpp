@@ -1,0 +1,36 @@
+// Command-line parsing for the single-process tools (prepare_data, plan,
+// ckpt_tool), with gpt_train's conventions instead of CLI11's defaults:
+// --help prints the help and exits 0; a bad flag or value prints one line
+// 'error: command line: ...' to stderr and exits 1 (CLI11 alone prints the
+// message without the prefix, a "Run with --help" line, and exits 105-110).
+#pragma once
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+namespace gpt {
+
+// The exit status to return at once (0 after --help, 1 after an error), or
+// -1 when the command line parsed and the tool should run.
+inline int parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: command line: %s\n", e.what());
+    return 1;
+  }
+}
+
+// CLI11's PositiveNumber and NonNegativeNumber name a double's range in their
+// message (up to 1.797e308); these name the integer range.
+inline const CLI::Range kPositiveInt(1, 2147483647);
+
+}  // namespace gpt
