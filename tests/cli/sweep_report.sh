@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/sweep on this machine: 2 ranks, ddp / zero3 / hybrid 1x2 and one
-# invalid strategy. The report must list all four runs in grid order, the
-# failed one with its error, equal final losses for the three good runs
+# scripts/sweep on this machine: 2 ranks, ddp / zero3 / hybrid 1x2 and
+# --strategy auto with --device-mem 1M, in which nothing fits (a flag that
+# only auto reads, so only that run fails). The report must list all four
+# runs in grid order, the failed one with its error, equal final losses for the three good runs
 # (same global batch), and three PNG plots.
 #   sweep_report.sh BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -9,21 +10,34 @@ build="$(realpath "$1")"; work="$(realpath -m "$2")"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 rm -rf "$work"; mkdir -p "$work"
 "$root/tests/make_tiny_run.sh" "$build" "$work"  # data/ and tiny.toml
-"$root/scripts/sweep" run --strategies ddp,zero3,hybrid,zero9 --meshes 1x2 --ranks 2 --steps 3 \
-  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun
+# A grid that cannot run is refused before any run starts: exit 2, one line naming the flag.
+refused() {
+  local expect=$1; shift
+  local rc=0
+  "$root/scripts/sweep" run --ranks 2 --steps 3 --config "$work/tiny.toml" --build "$build" --out "$work/refused" \
+    --launcher mpirun "$@" >"$work/refused.log" 2>&1 || rc=$?
+  [[ $rc == 2 ]] && grep -qF -- "$expect" "$work/refused.log" && [[ ! -e "$work/refused/runs" ]] ||
+    { cat "$work/refused.log"; echo "FAIL: sweep $*: exit $rc, expected 2 and '$expect' before any run"; exit 1; }
+}
+refused "--strategies: unknown strategy 'zero9'" --strategies ddp,zero9
+refused "--meshes: 3x3 is 9 ranks, but --ranks is 2" --strategies hybrid --meshes 3x3
+refused "--config $work/nope.toml: no such file" --strategies ddp --config "$work/nope.toml"
+echo "ok: an unknown strategy, a mesh of other ranks and a missing config are refused before any run"
+"$root/scripts/sweep" run --strategies ddp,zero3,hybrid,auto --meshes 1x2 --ranks 2 --steps 3 \
+  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun -- --device-mem 1M
 python3 - "$work/sweep" <<'PY'
 import csv, os, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(d, "report.csv"))))
-assert [r["name"] for r in rows] == ["ddp", "zero3", "hybrid-1x2-zero3", "zero9"], rows
+assert [r["name"] for r in rows] == ["ddp", "zero3", "hybrid-1x2-zero3", "auto"], rows
 good = rows[:3]
 assert all(r["status"] == "ok" for r in good), good
 losses = {r["final_loss"] for r in good}
 assert len(losses) == 1, f"strategies disagree on the final loss: {losses}"
 assert float(good[1]["model_state_mib"]) < float(good[0]["model_state_mib"]), "zero3 should hold less than ddp"
-assert rows[3]["status"] == "failed" and "invalid strategy = 'zero9'" in rows[3]["error"], rows[3]
+assert rows[3]["status"] == "failed" and "invalid strategy = 'auto': nothing fits" in rows[3]["error"], rows[3]
 md = open(os.path.join(d, "report.md")).read()
-assert "| zero9 |" in md
+assert "| auto |" in md
 for p in ("throughput.png", "memory.png", "breakdown.png"):
     with open(os.path.join(d, p), "rb") as f:
         assert f.read(4) == b"\x89PNG", p
@@ -32,8 +46,9 @@ PY
 
 # --skip-done: the same command again keeps the three finished runs and
 # reruns only the failed one.
-"$root/scripts/sweep" run --strategies ddp,zero3,hybrid,zero9 --meshes 1x2 --ranks 2 --steps 3 \
-  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun --skip-done >"$work/again.log"
+"$root/scripts/sweep" run --strategies ddp,zero3,hybrid,auto --meshes 1x2 --ranks 2 --steps 3 \
+  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun --skip-done -- --device-mem 1M \
+  >"$work/again.log"
 kept=$(grep -c 'done before, kept (--skip-done)' "$work/again.log" || true)
 started=$(grep -c '^\[sweep\] [a-z0-9-]*: exit ' "$work/again.log" || true)
 [[ $kept == 3 && $started == 1 ]] || { cat "$work/again.log"; echo "FAIL: --skip-done kept $kept and ran $started runs, expected 3 and 1"; exit 1; }
