@@ -571,7 +571,19 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
-    if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);  // likewise
+    if (val_loader) {
+      // The validation reads the same sequences at every evaluation; more
+      // than the data hold wrap around and count some twice.
+      const int64_t read = int64_t(cfg.val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
+      log0("validation: {} batches of {} x {} ranks = {} sequences; the validation data hold {}", cfg.val_batches,
+           cfg.micro_batch, world, read, held);
+      if (read > held)
+        warn0("validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "
+              "than once in the validation loss; --val-batches {} reads each at most once",
+              cfg.val_batches, read, held, held / (int64_t(cfg.micro_batch) * world));
+    }
+    // A directory that cannot hold checkpoints fails now, not at the first checkpoint.
+    if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);
     if (!cfg.trace.empty()) {
       check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
       bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together

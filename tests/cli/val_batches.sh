@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Validation reads --val-batches micro-batches on every rank from the start
+# of the validation data at every evaluation. 2 ranks, micro-batch 2, a
+# validation set of 93 sequences:
+#   1. --val-batches 100 (400 sequences): a warning naming 400, 93 and the
+#      largest count that reads each sequence at most once (23);
+#   2. --val-batches 23 (92 sequences): no warning.
+#   val_batches.sh BUILD_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$0")/common.sh" "$@"
+head -c 3000 "$work/text.txt" > "$work/val.txt"
+"$build/apps/prepare_data" --input "$work/val.txt" --out "$work/val" --name v --val-fraction 0 >/dev/null ||
+  fail "prepare_data val.txt"
+val=(--steps 2 --val-data "$work/val/v_train_*.bin" --eval-every 1)
+tiny_run_ok many 2 "${val[@]}" --val-batches 100
+grep -q 'validation: 100 batches of 2 x 2 ranks = 400 sequences; the validation data hold 93' "$work/many.log" ||
+  { cat "$work/many.log"; fail "--val-batches 100: the log does not say what validation reads"; }
+grep -q 'warning.*validation: --val-batches 100 reads 400 sequences, but the validation data hold 93: some count more than once in the validation loss; --val-batches 23 reads each at most once' \
+  "$work/many.log" || { cat "$work/many.log"; fail "--val-batches 100: no warning"; }
+tiny_run_ok fit 2 "${val[@]}" --val-batches 23
+! grep -q 'warning.*validation' "$work/fit.log" || { cat "$work/fit.log"; fail "--val-batches 23 warns"; }
+echo "ok: validation that reads more sequences than the data hold warns, with the count that fits"
