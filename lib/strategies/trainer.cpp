@@ -10,6 +10,7 @@
 
 #include "comm/mesh.hpp"
 #include "comm/mpi_wait.hpp"
+#include "comm/thread_share.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
@@ -130,6 +131,7 @@ RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, std::string* note) {
 }  // namespace
 
 struct Trainer::Impl {
+  std::string threads_note;  // --threads 0: how the node's cores were shared
   std::string auto_note;  // strategy auto: why the planner chose what runs
   std::string comm_note;  // comm auto: what was chosen and why
   RunConfig resolved;     // the config with strategy and comm auto resolved
@@ -571,6 +573,7 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
+    if (!threads_note.empty()) log0("threads: {}", threads_note);
     if (val_loader) {
       // The validation reads the same sequences at every evaluation; more
       // than the data hold wrap around and count some twice.
@@ -797,13 +800,25 @@ Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) : Trainer(cfg, env.wor
 Trainer::Trainer(const RunConfig& cfg, MPI_Comm base) : Trainer(cfg, base, nullptr) {}
 
 Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBackend> backend) {
-  set_num_threads(cfg.threads);
   // The start-up's collectives (the mesh's communicators, NCCL's set-up,
   // the GEMM peak's sum) block inside MPI and NCCL until every rank arrives;
   // each phase (communicators, each unit's initial values, model and data)
   // is progress.
   StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
+  // --threads 0: OMP_NUM_THREADS if it is set (OpenMP reads it), else this
+  // rank's share of the cores it may run on (comm/thread_share.hpp).
+  std::string threads_note;
+  if (cfg.threads > 0) {
+    set_num_threads(cfg.threads);
+  } else if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+    threads_note = fmt::format("{} thread{} per rank (OMP_NUM_THREADS)", num_threads(), num_threads() == 1 ? "" : "s");
+  } else {
+    const ThreadShare share = share_cores(base);
+    set_num_threads(share.threads);
+    threads_note = describe(share) + "; --threads or OMP_NUM_THREADS to choose";
+  }
   impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
+  impl_->threads_note = std::move(threads_note);
 }
 
 Trainer::~Trainer() = default;

@@ -159,8 +159,10 @@ json_check "$work/hybrid/metrics.jsonl" 'run["strategy"] == "hybrid" and run["me
 grep -q '^mesh: 1x4' "$work/hybrid-$id.out" || fail "hybrid-multinode.sbatch did not log its mesh"
 
 echo "== submit-sweep.sh: array job + dependent report (one strategy fails on purpose)"
-out=$(GPT_OUT="$work/sweep" GPT_SWEEP_STRATEGIES=ddp,zero3,hybrid,zero9 GPT_SWEEP_MESHES=1x2 GPT_STEPS=4 \
-  GPT_SWEEP_PARALLEL=2 "$root/jobscripts/submit-sweep.sh" --ntasks=2)
+# auto with 1 MiB per rank: nothing fits, and only auto reads device-mem.
+{ cat "$work/tiny.toml"; echo 'device-mem = "1M"'; } > "$work/sweep.toml"
+out=$(GPT_OUT="$work/sweep" GPT_SWEEP_STRATEGIES=ddp,zero3,hybrid,auto GPT_SWEEP_MESHES=1x2 GPT_STEPS=4 \
+  GPT_CONFIG="$work/sweep.toml" GPT_SWEEP_PARALLEL=2 "$root/jobscripts/submit-sweep.sh" --ntasks=2)
 echo "$out"
 ids=$(grep -o 'job [0-9]*' <<<"$out" | cut -d' ' -f2)
 array_id=$(head -1 <<<"$ids"); report_id=$(tail -1 <<<"$ids")
@@ -169,18 +171,18 @@ state=$(wait_job "$report_id")
 for t in 0 1 2; do
   s=$(wait_job "${array_id}_$t"); [[ "$s" == COMPLETED ]] || fail "sweep task $t ended $s"
 done
-s=$(wait_job "${array_id}_3"); [[ "$s" == FAILED ]] || fail "sweep task 3 (zero9) should fail, ended $s"
+s=$(wait_job "${array_id}_3"); [[ "$s" == FAILED ]] || fail "sweep task 3 (auto, nothing fits) should fail, ended $s"
 python3 - "$work/sweep" <<'PY' || fail "sweep report content"
 import csv, sys, os
 d = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(d, "report.csv"))))
 names = [r["name"] for r in rows]
-assert names == ["ddp", "zero3", "hybrid-1x2-zero3", "zero9"], names
+assert names == ["ddp", "zero3", "hybrid-1x2-zero3", "auto"], names
 for r in rows[:3]:
     assert r["status"] == "ok" and float(r["tokens_per_s"]) > 0 and float(r["peak_mib"]) > 0, r
-assert rows[3]["status"] == "failed" and "zero9" in rows[3]["error"], rows[3]
+assert rows[3]["status"] == "failed" and "nothing fits" in rows[3]["error"], rows[3]
 md = open(os.path.join(d, "report.md")).read()
-assert "| zero9 |" in md and "failed" in md
+assert "| auto |" in md and "failed" in md
 for p in ("throughput.png", "memory.png", "breakdown.png"):
     f = os.path.join(d, p)
     assert os.path.getsize(f) > 1000 and open(f, "rb").read(4) == b"\x89PNG", p
