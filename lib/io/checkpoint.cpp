@@ -184,8 +184,17 @@ std::string latest_checkpoint(const std::string& ckpt_dir) {
   return best;
 }
 
+std::string not_a_checkpoint(const std::string& path) {
+  if (!fs::exists(path)) return "no such checkpoint";
+  if (fs::exists(fs::path(path) / "state.h5")) return "";
+  if (const std::string newest = latest_checkpoint(path); !newest.empty())
+    return fmt::format("a directory of checkpoints, not a checkpoint; the newest in it is {}", newest);
+  return "";
+}
+
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
                                const std::vector<UnitSlice>& slices) {
+  if (const std::string why = not_a_checkpoint(path); !why.empty()) throw DataError(fmt::format("{}: {}", path, why));
   if (!fs::exists(fs::path(path) / "COMPLETE"))
     throw DataError(fmt::format("{}: not a complete checkpoint (no COMPLETE marker)", path));
   const std::string file = (fs::path(path) / "state.h5").string();

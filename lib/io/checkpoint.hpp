@@ -90,6 +90,11 @@ uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
 // The newest published checkpoint under ckpt_dir, or "" if there is none.
 std::string latest_checkpoint(const std::string& ckpt_dir);
 
+// Why `path` is not a checkpoint when it is what is easily given instead
+// (nothing at all, or the directory of checkpoints rather than one of them,
+// then naming the newest in it), without the path itself; "" otherwise.
+std::string not_a_checkpoint(const std::string& path);
+
 // Collective over comm: rank 0 creates ckpt_dir (and its parents) and writes
 // and removes a file in it, so that a directory that cannot hold checkpoints
 // is a ConfigError on every rank at the start, not an error after training.

@@ -14,6 +14,16 @@ namespace {
 
 std::string state_file(const std::string& dir) { return (fs::path(dir) / "state.h5").string(); }
 
+// A path that is no checkpoint at all, or a directory of them, is named as such.
+void require_checkpoint(const std::string& dir) {
+  if (const std::string why = not_a_checkpoint(dir); !why.empty()) throw DataError(fmt::format("{}: {}", dir, why));
+}
+
+// HDF5's messages from opening the file already name it.
+std::string in_file(const std::string& file, const std::string& message) {
+  return message.rfind(file, 0) == 0 ? message : fmt::format("{}: {}", file, message);
+}
+
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -34,6 +44,7 @@ std::vector<float> read_all(hid_t f, const std::string& name, std::vector<int64_
 }  // namespace
 
 nlohmann::json checkpoint_info(const std::string& dir) {
+  require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
   nlohmann::json attrs;
   for (const char* k : {"format", "strategy", "mesh", "model", "config"}) attrs[k] = h5::attr_string(f.get(), k);
@@ -57,6 +68,7 @@ nlohmann::json checkpoint_info(const std::string& dir) {
 
 std::vector<std::string> verify_checkpoint(const std::string& dir) {
   std::vector<std::string> problems;
+  if (const std::string why = not_a_checkpoint(dir); !why.empty()) return {fmt::format("{}: {}", dir, why)};
   if (!fs::exists(fs::path(dir) / "COMPLETE")) problems.push_back(dir + ": no COMPLETE marker (partial checkpoint)");
   try {
     h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
@@ -76,16 +88,17 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
             if (tensor_checksum(v.data(), 0, int64_t(v.size())) != h5::attr_uint(d.get(), "checksum"))
               problems.push_back(fmt::format("{}: checksum mismatch in {}", state_file(dir), name));
           } catch (const h5::H5Error& e) {
-            problems.push_back(fmt::format("{}: {}", state_file(dir), e.what()));
+            problems.push_back(in_file(state_file(dir), e.what()));
           }
         }
   } catch (const std::exception& e) {
-    problems.push_back(fmt::format("{}: {}", state_file(dir), e.what()));
+    problems.push_back(in_file(state_file(dir), e.what()));
   }
   return problems;
 }
 
 void export_hdf5(const std::string& dir, const std::string& out) {
+  require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
   const std::string model = h5::attr_string(f.get(), "model");
   const ParamLayout layout(model_of(f.get()));
@@ -103,6 +116,7 @@ void export_hdf5(const std::string& dir, const std::string& out) {
 }
 
 void export_llmc(const std::string& dir, const std::string& out) {
+  require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
   const GPTConfig c = model_of(f.get());
   const int L = c.n_layer;

@@ -257,6 +257,12 @@ struct Trainer::Impl {
   static std::string resolve_resume(const RunConfig& c) {
     if (c.resume.empty()) return "";
     if (c.resume == "auto") return latest_checkpoint(c.ckpt_dir);  // "" when there is none yet
+    // Every rank sees the same path: one line, from rank 0.
+    if (const std::string why = not_a_checkpoint(c.resume); !why.empty())
+      throw ConfigError(fmt::format("invalid resume = '{}': {}{}", c.resume, why,
+                                    c.ckpt_dir.empty() && why.find("directory of checkpoints") != std::string::npos
+                                        ? fmt::format(" (or --ckpt-dir {} --resume auto)", c.resume)
+                                        : ""));
     return c.resume;
   }
 

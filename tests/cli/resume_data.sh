@@ -7,7 +7,10 @@
 #   2. --seed 5: a warning naming both seeds;
 #   3. --seq-len 16: a warning naming both sequence counts and lengths;
 #   4. other data (fewer tokens): a warning naming both sequence counts;
-#   5. ckpt_tool info shows the recorded count of sequences.
+#   5. ckpt_tool info shows the recorded count of sequences;
+#   6. --resume given the directory of checkpoints (not one of them) is one
+#      error line naming the newest checkpoint in it and --resume auto, and
+#      ckpt_tool info says the same.
 #   resume_data.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -33,4 +36,11 @@ warnings data | grep -qE "resume: the training data are [0-9]+ sequences of 32 t
 "$build/apps/ckpt_tool" info "$ckpt" > "$work/info.txt" || fail "ckpt_tool info"
 grep -q 'data position epoch 0 offset 16 of 3656 sequences' "$work/info.txt" ||
   { cat "$work/info.txt"; fail "ckpt_tool info does not show the data's sequence count"; }
-echo "ok: a resume warns about another seed, sequence length or data set, and only then"
+tiny_run dir 2 --steps 3 --resume "$work/ckpt"; rc=$?
+[[ $rc == 1 && $(grep -c '^error:' "$work/dir.log") == 1 ]] || { cat "$work/dir.log"; fail "--resume DIR: exit $rc, expected 1 and one error line"; }
+grep -qF "error: invalid resume = '$work/ckpt': a directory of checkpoints, not a checkpoint; the newest in it is $ckpt (or --ckpt-dir $work/ckpt --resume auto)" \
+  "$work/dir.log" || { cat "$work/dir.log"; fail "--resume DIR: the error does not name the newest checkpoint"; }
+"$build/apps/ckpt_tool" info "$work/ckpt" 2>"$work/info_dir.txt" && fail "ckpt_tool info DIR succeeded"
+grep -qF "error: $work/ckpt: a directory of checkpoints, not a checkpoint; the newest in it is $ckpt" "$work/info_dir.txt" ||
+  { cat "$work/info_dir.txt"; fail "ckpt_tool info DIR: the error does not name the newest checkpoint"; }
+echo "ok: a resume warns about another seed, sequence length or data set, and only then; a directory of checkpoints is named as such"
