@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     } else if (*verify) {
       const auto problems = gpt::verify_checkpoint(dir);
       for (const auto& p : problems) std::printf("BAD: %s\n", p.c_str());
-      std::printf("%s: %s\n", dir.c_str(), problems.empty() ? "ok" : "damaged");
+      const bool none = !gpt::not_a_checkpoint(dir).empty();  // nothing there to call damaged
+      std::printf("%s: %s\n", dir.c_str(), problems.empty() ? "ok" : none ? "not a checkpoint" : "damaged");
       return problems.empty() ? 0 : 1;
     } else if (*exp) {
       if (format == "llmc") {
