@@ -580,6 +580,10 @@ struct Trainer::Impl {
          num_threads(), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
     if (!threads_note.empty()) log0("threads: {}", threads_note);
+    // Asked for, but switched off by another flag (a config file's value and a command line's, say).
+    if (cfg.eval_every > 0 && !val_loader) warn0("--eval-every {} without --val-data: there is no validation", cfg.eval_every);
+    if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
+      warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
     if (val_loader) {
       // The validation reads the same sequences at every evaluation; more
       // than the data hold wrap around and count some twice.
