@@ -282,15 +282,15 @@ struct Trainer::Impl {
     const auto saved_seed = meta.config.value("seed", cfg.seed);
     if (saved_seed != cfg.seed)
       warn0("resume: --seed is {} here, {} in the checkpoint's run: the data order (and the samples) after step {} "
-                "differ from that run's",
-                cfg.seed, saved_seed, meta.step);
+            "differ from that run's",
+            cfg.seed, saved_seed, meta.step);
     const int saved_seq_len = meta.config.value("seq_len", cfg.seq_len);
     if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader.num_windows()))
       warn0("resume: the training data are {} sequences of {} tokens here, {} of {} in the checkpoint's run: its "
-                "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones "
-                "that run would have read next",
-                loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
-                saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
+            "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones that run "
+            "would have read next",
+            loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
+            saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
   }
 
   // Loads the checkpoint chosen by --resume; returns the optimizer steps it
@@ -817,15 +817,20 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
   // --threads 0: OMP_NUM_THREADS if it is set (OpenMP reads it), else this
   // rank's share of the cores it may run on (comm/thread_share.hpp).
+  // The share is collective: every rank computes it, whatever its own
+  // environment says, so that a rank with OMP_NUM_THREADS set cannot leave
+  // the others waiting.
   std::string threads_note;
   if (cfg.threads > 0) {
     set_num_threads(cfg.threads);
-  } else if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
-    threads_note = fmt::format("{} thread{} per rank (OMP_NUM_THREADS)", num_threads(), num_threads() == 1 ? "" : "s");
   } else {
     const ThreadShare share = share_cores(base);
-    set_num_threads(share.threads);
-    threads_note = describe(share) + "; --threads or OMP_NUM_THREADS to choose";
+    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+      threads_note = fmt::format("{} thread{} per rank (OMP_NUM_THREADS)", num_threads(), num_threads() == 1 ? "" : "s");
+    } else {
+      set_num_threads(share.threads);
+      threads_note = describe(share) + "; --threads or OMP_NUM_THREADS to choose";
+    }
   }
   impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
   impl_->threads_note = std::move(threads_note);
