@@ -41,10 +41,15 @@ class MpiEnv {
   std::string slurm_summary() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
 
-  // Logs `message` as one line on stderr and ends every rank with `code`
-  // (MPI_Abort when there are several). same_on_all_ranks: the error comes
-  // from input every rank reads identically (the config), so only rank 0
-  // prints it; otherwise every rank that has it prints it.
+  // Ends every rank with `code` (MPI_Abort when there are several) after
+  // "error: <message>" on stderr. The ranks that end with an error in the
+  // same moment send it to rank 0, which prints each distinct message once,
+  // naming its ranks and hosts unless every rank had it
+  // (comm/error_report.hpp): 256 ranks with the same bad shard print one
+  // line, one node without the file one line naming its ranks. A rank whose
+  // report rank 0 does not take (rank 0 has no error) prints its own line.
+  // same_on_all_ranks: the error comes from input every rank reads alike
+  // (the config), so its line names no ranks. Costs at most a few seconds.
   [[noreturn]] void abort(const std::string& message, int code = 1, bool same_on_all_ranks = false) const;
 
   // Logs "error: <message>" on stderr and ends every rank with `code` at
@@ -58,6 +63,7 @@ class MpiEnv {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, num_nodes_ = 1;
   bool uniform_ = true;
   std::string host_;
+  MPI_Comm reports_ = MPI_COMM_NULL;  // abort()'s error reports
 };
 
 }  // namespace gpt

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The error lines of a multi-rank job (comm/error_report.hpp): rank 0
+# prints each distinct error once, naming its ranks and host unless every
+# rank had it. Rank-specific errors come from MPMD launches, where ranks get
+# different --data ('mpirun -np 1 A : -np 1 B'), as when one node lacks a file:
+#   1. 3 ranks, the same truncated shard: one line naming no ranks;
+#   2. rank 1 alone has a bad shard while rank 0 trains: one line naming
+#      rank 1 and its host (rank 1 prints it itself: rank 0 has no error);
+#   3. ranks 0-1 one error, rank 2 another: two lines, in rank order, each
+#      naming its ranks.
+# Every case exits 1 within 60 s and shows no crash.
+#   error_reports.sh BUILD_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$0")/common.sh" "$@"
+host=$(hostname)
+good=(--config "$work/tiny.toml" --steps 2 --micro-batch 2)
+head -c 100 /dev/zero > "$work/short.bin"
+printf 'not a shard, but long enough to hold a whole header of 1024 bytes %01000d' 0 > "$work/magic.bin"
+short="$work/short.bin: truncated shard: 100 bytes, shorter than the 1024-byte header"
+magic="$work/magic.bin: bad magic [-0-9]+ \(expected 20240520\): not an llm.c token shard"
+launch() {  # NAME MPIRUN-ARGS...: runs, checks exit 1 within 60 s and no crash
+  local name=$1 rc=0; shift
+  timeout 60 "$root/scripts/mpirun.sh" "$@" >"$work/$name.log" 2>&1 || rc=$?
+  [[ $rc == 1 ]] || { cat "$work/$name.log"; fail "$name: exit $rc, expected 1"; }
+  ! grep -qE 'terminate called|Segmentation fault|core dumped' "$work/$name.log" || { cat "$work/$name.log"; fail "$name: crashed"; }
+  grep '^error:' "$work/$name.log" > "$work/$name.errors"
+}
+expect_lines() {  # NAME REGEX...: the error lines, one regex each, in order
+  local name=$1; shift
+  local n; n=$(wc -l < "$work/$name.errors")
+  (( n == $# )) || { cat "$work/$name.log"; fail "$name: $n error lines, expected $#"; }
+  local i=1 re
+  for re in "$@"; do
+    sed -n "${i}p" "$work/$name.errors" | grep -qE -- "^error: $re\$" ||
+      { cat "$work/$name.log"; fail "$name: error line $i is not: error: $re"; }
+    i=$((i + 1))
+  done
+  echo "ok: $name: $(paste -sd'|' "$work/$name.errors")"
+}
+t="$build/apps/gpt_train"
+launch all -np 3 "$t" "${good[@]}" --global-batch 6 --data "$work/short.bin"
+expect_lines all "$short"
+launch one -np 1 "$t" "${good[@]}" --global-batch 4 : \
+  -np 1 "$t" "${good[@]}" --global-batch 4 --data "$work/magic.bin"
+expect_lines one "$magic \(rank 1 on $host\)"
+launch two -np 2 "$t" "${good[@]}" --global-batch 6 --data "$work/short.bin" : \
+  -np 1 "$t" "${good[@]}" --global-batch 6 --data "$work/magic.bin"
+expect_lines two "$short \(ranks 0-1 on $host\)" "$magic \(rank 2 on $host\)"
