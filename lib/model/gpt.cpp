@@ -37,7 +37,7 @@ struct GPT<T>::BlockActs {
 
 template <typename T>
 GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker)
-    : layout_(layout), opt_(opt) {
+    : layout_(layout), opt_(opt), tracker_(tracker) {
   const GPTConfig& c = layout.config();
   if (opt_.max_seq == 0) opt_.max_seq = c.seq_len;
   GPT_CHECK(opt_.max_batch >= 1 && opt_.max_seq >= 1 && opt_.max_seq <= c.seq_len,
@@ -89,19 +89,44 @@ typename GPT<T>::BlockActs& GPT<T>::acts(int l) {
 }
 
 template <typename T>
-void GPT<T>::forward_embedding(const T* emb, const int32_t* tokens) {
-  const int64_t C = layout_.config().n_embd;
-  cpu::embedding_forward(resid(0), tokens, emb + layout_.wte_offset(), emb + layout_.wpe_offset(), B_, T_, C);
+void GPT<T>::set_decode(int pos) {
+  const GPTConfig& c = layout_.config();
+  GPT_CHECK(pos >= -1 && pos < opt_.max_seq, "decode position {} outside [-1, {})", pos, opt_.max_seq);
+  if (pos >= 0 && kv_.size() == 0)
+    kv_ = Buffer<T>(size_t(c.n_layer) * opt_.max_seq * 2 * c.n_embd, MemCategory::kScratch, tracker_);
+  decode_pos_ = pos;
 }
 
 template <typename T>
-void GPT<T>::block_forward(int /*layer*/, const T* p, BlockActs& a, const T* x, T* out) {
+void GPT<T>::forward_embedding(const T* emb, const int32_t* tokens) {
+  const int64_t C = layout_.config().n_embd;
+  const int64_t pos = std::max(decode_pos_, 0);
+  GPT_CHECK(decode_pos_ < 0 || (B_ == 1 && (pos == 0 || T_ == 1) && pos + T_ <= opt_.max_seq),
+            "a decoding pass at position {} is 1 sequence of its first tokens or of 1 token, not B={} T={}", pos,
+            B_, T_);
+  cpu::embedding_forward(resid(0), tokens, emb + layout_.wte_offset(), emb + layout_.wpe_offset() + pos * C, B_,
+                         T_, C);
+}
+
+template <typename T>
+void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out) {
   const GPTConfig& c = layout_.config();
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
   cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
   cpu::linear_forward(a.qkv.data(), a.ln1.data(), p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
-  cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {B_, T_, C, c.n_head});
+  if (decode_pos_ < 0) {
+    cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {B_, T_, C, c.n_head});
+  } else {
+    // Each position's k | v are the last 2C columns of its qkv row.
+    T* kv = kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C;
+    for (int64_t t = 0; t < T_; ++t)
+      std::copy_n(a.qkv.data() + t * 3 * C + C, 2 * C, kv + (decode_pos_ + t) * 2 * C);
+    if (decode_pos_ == 0)
+      cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {1, T_, C, c.n_head});
+    else
+      cpu::attention_decode(a.atty.data(), a.att.data(), a.qkv.data(), kv, decode_pos_ + 1, C, c.n_head);
+  }
   cpu::linear_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, N, C, C);
   T* res2 = a.res2.data();
 #pragma omp parallel for schedule(static)
@@ -159,6 +184,7 @@ void GPT<T>::backward_final(const T* fin, T* fin_grad) {
 
 template <typename T>
 void GPT<T>::backward_block(int layer, const T* p, T* g) {
+  GPT_CHECK(decode_pos_ < 0, "no backward of a decoding pass");
   const GPTConfig& c = layout_.config();
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;

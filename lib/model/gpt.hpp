@@ -61,6 +61,18 @@ class GPT {
   // forward_block(all) (columns >= vocab are -inf).
   void logits_row(const T* fin, const T* emb, int64_t row, T* out);
 
+  // Incremental passes with a key/value cache, for sampling: a token costs
+  // one position's work instead of a pass over the whole context.
+  //   set_decode(0): the next passes (B = 1, Tn tokens) are positions
+  //     [0, Tn), and store every layer's keys and values in the cache;
+  //   set_decode(pos), pos > 0: the next pass (B = 1, Tn = 1) is the one
+  //     token at position pos, attending to the cached [0, pos) and itself,
+  //     which it stores at pos;
+  //   set_decode(-1): whole passes again (training, validation).
+  // The cache (L x max_seq x 2C, MemCategory::kScratch) is allocated on the
+  // first call with pos >= 0. No backward of a decoding pass.
+  void set_decode(int pos);
+
  private:
   struct BlockActs;
   T* resid(int l);
@@ -70,13 +82,16 @@ class GPT {
 
   const ParamLayout& layout_;
   GPTOptions opt_;
+  MemoryTracker* tracker_ = nullptr;
   int B_ = 0, T_ = 0;
+  int decode_pos_ = -1;  // set_decode's position; -1: whole passes
   int scratch_threads_ = 1;
   int64_t chunk_rows_ = 0;
   std::vector<std::unique_ptr<BlockActs>> blocks_;  // L sets, or 1 with checkpointing
   Buffer<T> resid_;       // (L+1) x [N, C]: block inputs and the last block's output
   Buffer<T> lnf_, lnf_mean_, lnf_rstd_, dlnf_, losses_, logits_;
   Buffer<T> dresid_, dbig_, dqkv_, dsmall_, att_scratch_;
+  Buffer<T> kv_;  // set_decode's cache: layer l, position t at (l * max_seq + t) * 2C: keys | values
 };
 
 // Convenience for tests and single-rank tools: params/grads hold one pointer

@@ -515,18 +515,31 @@ struct Trainer::Impl {
     std::vector<int> out(sample_context.begin() + 1, sample_context.end());  // the prompt, then what follows
     std::vector<float> logits(size_t(cfg.gpt.padded_vocab()));
     std::mt19937_64 rng(cfg.seed + uint64_t(step));
+    // While the context fits in seq_len, the model's key/value cache makes
+    // each token after the first pass one position's work. Past seq_len the
+    // window slides, every position moves, and each token is a whole pass
+    // over the last seq_len tokens (as nanoGPT's generate).
+    bool cached = false;
     for (int i = 0; i < cfg.sample_tokens; ++i) {
       const int len = static_cast<int>(std::min<size_t>(ctx.size(), size_t(cfg.seq_len)));
-      model->set_shape(1, len);
-      model->set_batch(ctx.data() + ctx.size() - len, nullptr);
+      if (i == 0 && ctx.size() <= size_t(cfg.seq_len)) cached = model->set_decode(0);
+      if (cached && ctx.size() > size_t(cfg.seq_len)) {
+        model->set_decode(-1);
+        cached = false;
+      }
+      const int first = cached && i > 0 ? len - 1 : 0;  // the pass's positions: [first, len)
+      if (cached && i > 0) model->set_decode(first);
+      model->set_shape(1, len - first);
+      model->set_batch(ctx.data() + ctx.size() - (len - first), nullptr);
       forward_blocks();
-      model->logits_row(S.params(F()), S.params(E()), len - 1, logits.data());
+      model->logits_row(S.params(F()), S.params(E()), len - first - 1, logits.data());
       S.release(F());
       S.release(E());
       const int next = sampler.next(logits.data(), V, rng);
       ctx.push_back(next);
       out.push_back(next);
     }
+    model->set_decode(-1);
     model->set_shape(cfg.micro_batch, cfg.seq_len);
     return tokenizer->decode(out);
   }

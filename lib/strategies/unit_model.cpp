@@ -35,6 +35,10 @@ class HostModel final : public UnitModel {
   void logits_row(const void* fin, const void* emb, int64_t row, float* out) override {
     m_.logits_row(f(fin), f(emb), row, out);
   }
+  bool set_decode(int pos) override {
+    m_.set_decode(pos);
+    return true;
+  }
 
  private:
   static const float* f(const void* p) { return static_cast<const float*>(p); }

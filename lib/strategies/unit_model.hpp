@@ -36,6 +36,10 @@ class UnitModel {
   virtual void backward_embedding(void* emb_grad) = 0;
   // Host logits[padded_vocab] of one row after a forward (sampling).
   virtual void logits_row(const void* fin, const void* emb, int64_t row, float* out) = 0;
+  // Incremental passes with a key/value cache (GPT::set_decode's contract).
+  // Returns false, and changes nothing, where the model has no cache (the
+  // GPU model: a whole pass over the context is a millisecond there).
+  virtual bool set_decode(int /*pos*/) { return false; }
 };
 
 std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker);

@@ -4,7 +4,10 @@
 #   1. 10 steps, greedy (--sample-temperature 0), a checkpoint at the end:
 #      the final sample starts with the prompt;
 #   2. resumed from that checkpoint with --steps 10: nothing is trained
-#      (logged), and the sample equals run 1's, byte for byte.
+#      (logged), and the sample equals run 1's, byte for byte;
+#   3. the same on 1 rank (ddp) with 40 tokens, past the context of 32: the
+#      first 24 are run 1's (the key/value cache up to the context, whole
+#      passes over a sliding window after it).
 #   sample_prompt.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -20,4 +23,11 @@ grep -q 'nothing to train: the checkpoint is at step 10 and --steps is 10' "$wor
   { cat "$work/eval.log"; fail "the evaluation run does not say it trains nothing"; }
 [[ "$(sample "$work/train.log")" == "$(sample "$work/eval.log")" ]] ||
   fail "the checkpoint's greedy sample differs from the training run's: '$(sample "$work/eval.log")'"
-echo "ok: the sample continues the prompt; the checkpoint alone gives the same greedy sample"
+tiny_run_ok long 1 --steps 10 --sample-prompt 'ROMEO:' --sample-temperature 0 --sample-tokens 40 \
+  --resume "$work/ckpt/step_00000010"
+long=$(sample "$work/long.log")
+short=$(sample "$work/train.log")
+(( ${#long} == ${#short} + 16 )) || fail "the 40-token sample has ${#long} bytes, the 24-token one ${#short}"
+[[ "${long:0:${#short}}" == "$short" ]] ||
+  fail "the 40-token sample does not start with the 24-token one: '$long' vs '$short'"
+echo "ok: the sample continues the prompt; the checkpoint alone gives the same greedy sample, also past the context"

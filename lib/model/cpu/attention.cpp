@@ -43,6 +43,32 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& s) {
   }
 }
 
+// The same arithmetic as one row of attention_forward (max-subtracted
+// exponentials, then the sum's reciprocal), so a cached pass agrees with a
+// whole one up to the order of the products' sums.
+template <typename T>
+void attention_decode(T* out, T* scores, const T* q, const T* kv, int64_t P, int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const T scale = T(1) / std::sqrt(static_cast<T>(hs));
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < NH; ++h) {
+    CMapRS<T> k(kv + h * hs, P, hs, Eigen::OuterStride<>(2 * C));
+    CMapRS<T> v(kv + C + h * hs, P, hs, Eigen::OuterStride<>(2 * C));
+    Vec<T> s(scores + h * P, P);
+    s.noalias() = CVec<T>(q + h * hs, hs) * k.transpose();
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < P; ++j) mx = std::max(mx, s[j] * scale);
+    T sum = 0;
+    for (int64_t j = 0; j < P; ++j) {
+      s[j] = std::exp(s[j] * scale - mx);
+      sum += s[j];
+    }
+    const T inv = T(1) / sum;
+    for (int64_t j = 0; j < P; ++j) s[j] *= inv;
+    Vec<T>(out + h * hs, hs).noalias() = s * v;
+  }
+}
+
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, T* scratch, int scratch_threads,
                         const AttentionShape& s) {
@@ -79,6 +105,8 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, T* s
 
 template void attention_forward<float>(float*, float*, const float*, const AttentionShape&);
 template void attention_forward<double>(double*, double*, const double*, const AttentionShape&);
+template void attention_decode<float>(float*, float*, const float*, const float*, int64_t, int64_t, int64_t);
+template void attention_decode<double>(double*, double*, const double*, const double*, int64_t, int64_t, int64_t);
 template void attention_backward<float>(float*, const float*, const float*, const float*, float*, int, const AttentionShape&);
 template void attention_backward<double>(double*, const double*, const double*, const double*, double*, int, const AttentionShape&);
 

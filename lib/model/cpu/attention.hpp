@@ -16,6 +16,14 @@ struct AttentionShape {
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& s);
 
+// One new position of an incremental (KV-cached) pass, for sampling:
+// out[C] = softmax(q k^T / sqrt(hs)) v per head over P cached positions,
+// the new one included (it is the newest: nothing to mask).
+// q[C]: the new position's queries; kv[P, 2C]: keys then values of
+// positions [0, P), as qkv's k | v columns; scores: NH * P elements.
+template <typename T>
+void attention_decode(T* out, T* scores, const T* q, const T* kv, int64_t P, int64_t C, int64_t NH);
+
 // Elements of scratch that attention_backward needs per thread.
 inline int64_t attention_scratch_per_thread(int64_t T) { return T * T; }
 
