@@ -3,6 +3,7 @@
 //   ckpt_tool verify DIR                    completeness, shapes, checksums (exit 1 on any problem)
 //   ckpt_tool export DIR OUT.h5             full parameter tensors under nanoGPT names
 //   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
+//   ckpt_tool export --format hf DIR OUTDIR      Hugging Face model directory (model.safetensors, config.json)
 //   ckpt_tool import IN.bin OUT.h5          llm.c model file -> HDF5 export format (gpt_train --init-from takes either)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -23,10 +24,10 @@ int main(int argc, char** argv) {
   info->add_option("dir", dir, "checkpoint directory")->required();
   auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
   verify->add_option("dir", dir, "checkpoint directory")->required();
-  auto* exp = app.add_subcommand("export", "consolidated HDF5 or llm.c model file");
-  exp->add_option("--format", format, "hdf5 | llmc")->check(CLI::IsMember({"hdf5", "llmc"}));
+  auto* exp = app.add_subcommand("export", "consolidated HDF5, llm.c model file or Hugging Face model directory");
+  exp->add_option("--format", format, "hdf5 | llmc | hf")->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
   exp->add_option("dir", dir, "checkpoint directory")->required();
-  exp->add_option("out", out, "output file")->required();
+  exp->add_option("out", out, "output file (hf: output directory)")->required();
   std::string in;
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
   imp->add_option("in", in, "llm.c model file")->required();
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
     } else if (*exp) {
       if (format == "llmc") {
         gpt::export_llmc(dir, out);
+      } else if (format == "hf") {
+        gpt::export_hf(dir, out);
       } else {
         gpt::export_hdf5(dir, out);
       }

@@ -1,11 +1,15 @@
 #include "io/checkpoint_tools.hpp"
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
+#include "model/cpu/layernorm.hpp"
 #include "model/layout.hpp"
 
 namespace gpt {
@@ -145,6 +149,98 @@ void export_llmc(const std::string& dir, const std::string& out) {
   put(read_all(f.get(), "/params/transformer.ln_f.bias"));
   ok = (std::fclose(o) == 0) && ok;
   if (!ok) throw DataError(fmt::format("{}: write failed", out));
+}
+
+}  // namespace gpt
+
+namespace gpt {
+
+// Safetensors (https://huggingface.co/docs/safetensors): an 8-byte
+// little-endian header length, the JSON header (padded with spaces to a
+// multiple of 8), then the tensors' bytes, row-major, at the header's
+// data_offsets (relative to the end of the header).
+void export_hf(const std::string& dir, const std::string& out) {
+  require_checkpoint(dir);
+  h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
+  const GPTConfig c = model_of(f.get());
+  const ParamLayout layout(c);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) throw DataError(fmt::format("{}: cannot create the directory: {}", out, ec.message()));
+  // nn.Linear stores [out, in]; GPT-2's Conv1D, [in, out].
+  auto conv1d = [](const std::string& name) {
+    for (const char* k : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+      if (name.size() > std::strlen(k) && name.compare(name.size() - std::strlen(k), std::string::npos, k) == 0)
+        return true;
+    return false;
+  };
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"}};
+  std::vector<std::string> names;
+  uint64_t offset = 0;
+  for (const UnitSpec& u : layout.units())
+    for (const TensorSpec& t : u.tensors) {
+      h5::Id d = h5::open_dataset(f.get(), "/params/" + t.name);
+      std::vector<int64_t> shape = h5::shape_of(d.get());
+      if (conv1d(t.name)) std::swap(shape[0], shape[1]);
+      const uint64_t bytes = 4 * uint64_t(numel(shape));
+      header[t.name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+      offset += bytes;
+      names.push_back(t.name);
+    }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  const std::string file = (fs::path(out) / "model.safetensors").string();
+  std::ofstream o(file, std::ios::binary);
+  if (!o) throw DataError(fmt::format("{}: cannot create", file));
+  const uint64_t n = json.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  o.write(reinterpret_cast<const char*>(len), 8);
+  o.write(json.data(), std::streamsize(json.size()));
+  for (const std::string& name : names) {
+    std::vector<int64_t> shape;
+    std::vector<float> v = read_all(f.get(), "/params/" + name, &shape);
+    if (conv1d(name)) {
+      const int64_t rows = shape[0], cols = shape[1];
+      std::vector<float> t(v.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < cols; ++k) t[size_t(k * rows + r)] = v[size_t(r * cols + k)];
+      v.swap(t);
+    }
+    static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
+    o.write(reinterpret_cast<const char*>(v.data()), std::streamsize(4 * v.size()));
+  }
+  o.close();
+  if (!o) throw DataError(fmt::format("{}: write failed", file));
+  nlohmann::ordered_json config = {{"architectures", {"GPT2LMHeadModel"}},
+                                   {"model_type", "gpt2"},
+                                   {"vocab_size", c.vocab_size},
+                                   {"n_positions", c.seq_len},
+                                   {"n_ctx", c.seq_len},
+                                   {"n_embd", c.n_embd},
+                                   {"n_layer", c.n_layer},
+                                   {"n_head", c.n_head},
+                                   {"n_inner", nullptr},
+                                   {"activation_function", "gelu_new"},
+                                   {"layer_norm_epsilon", cpu::kLayerNormEps},
+                                   {"resid_pdrop", 0.0},
+                                   {"embd_pdrop", 0.0},
+                                   {"attn_pdrop", 0.0},
+                                   {"initializer_range", 0.02},
+                                   {"scale_attn_weights", true},
+                                   {"tie_word_embeddings", true},
+                                   {"use_cache", true},
+                                   {"torch_dtype", "float32"}};
+  if (c.vocab_size == 50257) {  // GPT-2's tokenizer: <|endoftext|> begins and ends documents
+    config["bos_token_id"] = 50256;
+    config["eos_token_id"] = 50256;
+  }
+  const std::string cfile = (fs::path(out) / "config.json").string();
+  std::ofstream co(cfile);
+  co << config.dump(2) << "\n";
+  co.close();
+  if (!co) throw DataError(fmt::format("{}: write failed", cfile));
 }
 
 }  // namespace gpt

@@ -27,4 +27,12 @@ void export_hdf5(const std::string& dir, const std::string& out);
 // rows, wpe, then each block tensor stacked over layers, then ln_f).
 void export_llmc(const std::string& dir, const std::string& out);
 
+// A Hugging Face transformers model directory: out/model.safetensors (fp32,
+// GPT2LMHeadModel's names: nanoGPT's, with the four Conv1D weights
+// attn.c_attn, attn.c_proj, mlp.c_fc and mlp.c_proj transposed to [in, out];
+// no lm_head.weight: tied to wte) and out/config.json (model_type gpt2,
+// GPT-2's tanh GELU "gelu_new", LayerNorm eps 1e-5, no dropout). Then
+// GPT2LMHeadModel.from_pretrained(out) loads it. Creates out if needed.
+void export_hf(const std::string& dir, const std::string& out);
+
 }  // namespace gpt

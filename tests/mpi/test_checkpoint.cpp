@@ -263,7 +263,8 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
 }
 
 // Exports carry exactly the trained parameters: the HDF5 export under
-// nanoGPT names, the llm.c file with its header, order and padded wte.
+// nanoGPT names, the llm.c file with its header, order and padded wte, the
+// Hugging Face directory with its safetensors layout and config.
 TEST(Checkpoint, ExportsHoldTheModelsParameters) {
   const std::string dir = fresh_dir("export");
   RunConfig a = eight_steps("zero3");
@@ -316,6 +317,66 @@ TEST(Checkpoint, ExportsHoldTheModelsParameters) {
         h5::read_range(db.get(), b.data(), 0, t.init_numel, false);
         ASSERT_EQ(a, b) << t.name;
       }
+  }
+  // Hugging Face: safetensors with GPT2LMHeadModel's names and Conv1D's
+  // [in, out] weights, and a config.json of the same model.
+  export_hf(ckpt, dir + "/hf");
+  {
+    std::ifstream st(dir + "/hf/model.safetensors", std::ios::binary);
+    unsigned char len[8];
+    st.read(reinterpret_cast<char*>(len), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    ASSERT_EQ(n % 8, 0u) << "header padded to 8 bytes";
+    std::string json(n, '\0');
+    st.read(json.data(), std::streamsize(n));
+    const auto header = nlohmann::json::parse(json);
+    EXPECT_EQ(header["__metadata__"]["format"], "pt");
+    EXPECT_FALSE(header.contains("lm_head.weight"));  // tied to wte
+    uint64_t next = 0;
+    int tensors = 0;
+    for (size_t u = 0; u < layout.num_units(); ++u)
+      for (const TensorSpec& t : layout.unit(u).tensors) {
+        SCOPED_TRACE(t.name);
+        ASSERT_TRUE(header.contains(t.name));
+        const auto& h = header[t.name];
+        EXPECT_EQ(h["dtype"], "F32");
+        const auto shape = h["shape"].get<std::vector<int64_t>>();
+        const auto offsets = h["data_offsets"].get<std::vector<uint64_t>>();
+        EXPECT_EQ(offsets[0], next) << "tensors back to back in layout order";
+        next = offsets[1];
+        ASSERT_EQ(offsets[1] - offsets[0], 4 * uint64_t(t.init_numel));
+        std::vector<float> v(size_t(t.init_numel));
+        st.seekg(std::streamoff(8 + n + offsets[0]));
+        st.read(reinterpret_cast<char*>(v.data()), std::streamsize(4 * v.size()));
+        const float* want = r.params[u].data() + t.offset;
+        const bool conv1d = t.name.find("c_attn.weight") != std::string::npos ||
+                            t.name.find("c_proj.weight") != std::string::npos ||
+                            t.name.find("c_fc.weight") != std::string::npos;
+        const auto stored = stored_shape(t);
+        if (conv1d) {
+          ASSERT_EQ(shape, (std::vector<int64_t>{stored[1], stored[0]}));
+          for (int64_t i = 0; i < shape[0]; ++i)
+            for (int64_t j = 0; j < shape[1]; ++j)
+              ASSERT_EQ(v[size_t(i * shape[1] + j)], want[j * shape[0] + i]) << i << "," << j;
+        } else {
+          ASSERT_EQ(shape, stored);
+          ASSERT_TRUE(std::equal(v.begin(), v.end(), want));
+        }
+        ++tensors;
+      }
+    EXPECT_EQ(tensors, 4 + 12 * a.gpt.n_layer);
+    EXPECT_EQ(header.size(), size_t(tensors) + 1);
+    EXPECT_EQ(fs::file_size(dir + "/hf/model.safetensors"), 8 + n + next);
+    const auto config = nlohmann::json::parse(std::ifstream(dir + "/hf/config.json"));
+    EXPECT_EQ(config["model_type"], "gpt2");
+    EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
+    EXPECT_EQ((std::vector<int>{config["vocab_size"], config["n_positions"], config["n_embd"], config["n_layer"],
+                                config["n_head"]}),
+              (std::vector<int>{c.vocab_size, c.seq_len, c.n_embd, c.n_layer, c.n_head}));
+    EXPECT_EQ(config["activation_function"], "gelu_new");
+    EXPECT_EQ(config["layer_norm_epsilon"], 1e-5);
+    EXPECT_EQ(config["tie_word_embeddings"], true);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
