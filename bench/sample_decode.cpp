@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_lines.hpp"
+
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -120,11 +122,6 @@ int main(int argc, char** argv) {
                 r["speedup"].get<double>(), r["same_tokens"].get<int>(), K);
     results.push_back(r);
   }
-  std::ofstream jf;
-  if (!json_path.empty()) jf.open(json_path);
-  for (const auto& r : results) {
-    std::printf("%s\n", r.dump().c_str());
-    if (jf) jf << r.dump() << "\n";
-  }
+  gpt::bench::print_json_lines(results, json_path);
   return 0;
 }

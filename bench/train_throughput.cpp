@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_lines.hpp"
+
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -113,11 +115,6 @@ int main(int argc, char** argv) {
                 r["tokens_per_s"].get<double>(), r["model_tflops"].get<double>(), 100 * r["mfu"].get<double>());
     results.push_back(r);
   }
-  std::ofstream jf;
-  if (!json_path.empty()) jf.open(json_path);
-  for (const auto& r : results) {
-    std::printf("%s\n", r.dump().c_str());
-    if (jf) jf << r.dump() << "\n";
-  }
+  gpt::bench::print_json_lines(results, json_path);
   return 0;
 }
