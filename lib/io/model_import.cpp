@@ -9,7 +9,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -98,6 +102,125 @@ bool is_llmc(const std::string& file) {
   return ok && magic == kLlmcMagic;
 }
 
+// Safetensors (a Hugging Face GPT2LMHeadModel's model.safetensors, or
+// ckpt_tool export --format hf): an 8-byte little-endian header length, a
+// JSON header, then the tensors' bytes.
+struct SafeTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets after the header
+};
+
+// The header, or an empty map when `m` is no safetensors file.
+std::map<std::string, SafeTensor> safetensors_header(const Mapped& m, size_t* data_start) {
+  std::map<std::string, SafeTensor> out;
+  if (m.n < 10) return out;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(m.p[i]);
+  if (n < 2 || n > m.n - 8 || m.p[8] != '{') return out;
+  const auto h = nlohmann::json::parse(m.p + 8, m.p + 8 + n, nullptr, /*allow_exceptions=*/false);
+  if (!h.is_object()) return out;
+  for (const auto& [name, v] : h.items()) {
+    if (name == "__metadata__") continue;
+    SafeTensor t;
+    t.dtype = v.value("dtype", "");
+    t.shape = v.value("shape", std::vector<int64_t>{});
+    const auto off = v.value("data_offsets", std::vector<uint64_t>{});
+    if (off.size() == 2) t.begin = off[0], t.end = off[1];
+    // GPT2LMHeadModel's names carry "transformer."; GPT2Model's (the hub's files) do not.
+    out[name.rfind("transformer.", 0) == 0 || name == "lm_head.weight" ? name : "transformer." + name] = t;
+  }
+  *data_start = 8 + n;
+  return out;
+}
+
+// GPT-2's Conv1D stores these as [in, out]; nn.Linear (nanoGPT, here) as [out, in].
+bool is_conv1d(const std::string& name) {
+  for (const char* k : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
+    const size_t n = std::strlen(k);
+    if (name.size() > n && name.compare(name.size() - n, n, k) == 0) return true;
+  }
+  return false;
+}
+
+// A file (or a directory holding model.safetensors) that is safetensors: its path, else "".
+std::string safetensors_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string file = fs::is_directory(path) ? (fs::path(path) / "model.safetensors").string() : path;
+  std::ifstream f(file, std::ios::binary);
+  char head[9] = {};
+  return f.read(head, 9) && head[8] == '{' ? file : "";
+}
+
+void import_safetensors(const std::string& file, const ParamLayout& layout, const std::vector<UnitSlice>& slices) {
+  Mapped m(file);
+  size_t data = 0;
+  const auto tensors = safetensors_header(m, &data);
+  if (tensors.empty()) throw DataError(fmt::format("{}: not a readable safetensors file", file));
+  const GPTConfig& c = layout.config();
+  auto find = [&](const std::string& name) -> const SafeTensor& {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) throw DataError(fmt::format("{}: no tensor {}", file, name));
+    return it->second;
+  };
+  // The shape a model of this run's config has; n_head is in no tensor's
+  // shape: a config.json beside the file says it.
+  const SafeTensor& wte = find("transformer.wte.weight");
+  const SafeTensor& wpe = find("transformer.wpe.weight");
+  int layers = 0;
+  while (tensors.count(fmt::format("transformer.h.{}.ln_1.weight", layers))) ++layers;
+  GPTConfig got = c;
+  if (wte.shape.size() == 2 && wpe.shape.size() == 2)
+    got = {layers, c.n_head, int(wte.shape[1]), int(wpe.shape[0]), int(wte.shape[0])};
+  const auto config_json = std::filesystem::path(file).parent_path() / "config.json";
+  if (std::ifstream cj(config_json); cj) {
+    const auto j = nlohmann::json::parse(cj, nullptr, false);
+    if (j.is_object() && j.contains("n_head") && j["n_head"].is_number_integer()) got.n_head = j["n_head"].get<int>();
+  }
+  check_model(file, c, got);
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    const UnitSlice& s = slices[u];
+    for (const TensorSpec& t : layout.unit(u).tensors) {
+      const SafeTensor& st = find(t.name);
+      std::vector<int64_t> want = stored_shape(t);
+      const bool conv1d = is_conv1d(t.name);
+      if (conv1d) std::swap(want[0], want[1]);
+      if (st.shape != want)
+        throw DataError(fmt::format("{}: {} has shape [{}], expected [{}]{}", file, t.name, fmt::join(st.shape, ", "),
+                                    fmt::join(want, ", "), conv1d ? " (GPT-2's Conv1D: [in, out])" : ""));
+      const size_t esize = st.dtype == "F32" ? 4 : st.dtype == "BF16" ? 2 : 0;
+      if (esize == 0)
+        throw DataError(fmt::format("{}: {} is {}: only F32 and BF16 are read", file, t.name, st.dtype));
+      if (st.end - st.begin != esize * uint64_t(t.init_numel) || data + st.end > m.n)
+        throw DataError(fmt::format("{}: {}: its data_offsets [{}, {}) do not hold its shape in the file's {} bytes",
+                                    file, t.name, st.begin, st.end, m.n));
+      const char* base = m.p + data + st.begin;
+      auto element = [&](int64_t i) -> float {  // the file's element i, in row-major order of its shape
+        if (esize == 4) {
+          float v;
+          std::memcpy(&v, base + 4 * i, 4);
+          return v;
+        }
+        uint16_t b;
+        std::memcpy(&b, base + 2 * i, 2);
+        const uint32_t bits = uint32_t(b) << 16;
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return v;
+      };
+      // This rank's range of the tensor, in our [out, in] order.
+      const int64_t lo = std::max(s.begin, t.offset), hi = std::min(s.end, t.offset + t.init_numel);
+      const int64_t cols = want.size() == 2 ? want[0] : 1;  // conv1d: our row length (in) = the file's rows
+      for (int64_t e = lo; e < hi; ++e) {
+        const int64_t i = e - t.offset;
+        const int64_t src = conv1d ? (i % cols) * want[1] + i / cols : i;
+        s.state[0][e - s.begin] = element(src);
+      }
+      note_progress(t.name);  // the caller's StallGuard (core/stall_guard.hpp)
+    }
+  }
+}
+
 }  // namespace
 
 void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
@@ -117,10 +240,15 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
     }
     return;
   }
-  // Neither an llm.c file nor HDF5: say what was expected (HDF5's own error
-  // would only say that it could not open the file).
+  if (const std::string st = safetensors_path(file); !st.empty()) {
+    import_safetensors(st, layout, slices);
+    return;
+  }
+  // None of the three: say what was expected (HDF5's own error would only
+  // say that it could not open the file).
   if (!h5::is_hdf5(file))  // is_llmc has opened it
-    throw DataError(fmt::format("{}: neither an llm.c model file (magic {}) nor an HDF5 export (ckpt_tool export)",
+    throw DataError(fmt::format("{}: neither an llm.c model file (magic {}), a safetensors file (a Hugging Face "
+                                "GPT-2) nor an HDF5 export (ckpt_tool export)",
                                 file, kLlmcMagic));
   try {
     h5::Id f = h5::open_file(file, comm);

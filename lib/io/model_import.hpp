@@ -1,7 +1,11 @@
 // Starting a run from weights made elsewhere (--init-from FILE): an llm.c
-// GPT-2 model file (.bin, version 3 fp32) or an HDF5 file with parameters at
-// the root under nanoGPT names (ckpt_tool export). Each rank reads only the
-// ranges it owns (UnitSlice::state[0]); optimizer moments are left at zero.
+// GPT-2 model file (.bin, version 3 fp32), a Hugging Face GPT-2's
+// safetensors (the file, or a directory holding model.safetensors: F32 or
+// BF16, with or without the "transformer." prefix, GPT-2's Conv1D weights
+// [in, out]; n_head from a config.json beside it), or an HDF5 file with
+// parameters at the root under nanoGPT names (ckpt_tool export). Each rank
+// reads only the ranges it owns (UnitSlice::state[0]); optimizer moments
+// are left at zero.
 #pragma once
 
 #include <mpi.h>
@@ -14,7 +18,7 @@
 
 namespace gpt {
 
-// Collective over comm. Chooses the reader by content (llm.c magic or HDF5).
+// Collective over comm. Chooses the reader by content (llm.c magic, safetensors or HDF5).
 // Throws DataError naming the file on a bad header or a model mismatch.
 void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
                    const std::vector<UnitSlice>& slices);

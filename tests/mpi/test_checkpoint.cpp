@@ -5,6 +5,7 @@
 // checkpoints are refused or ignored. Launched on 2, 3 and 4 ranks.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -381,8 +382,45 @@ TEST(Checkpoint, ExportsHoldTheModelsParameters) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// --init-from: a run started from either export holds exactly those weights
-// (lr 0: the one step changes nothing), each rank having read only its shard.
+// A copy of a safetensors file as the Hugging Face hub stores GPT-2
+// (GPT2Model's names: no "transformer." prefix), in bf16 when asked, with a
+// causal-mask buffer the import must ignore.
+void write_hub_style(const std::string& in, const std::string& out, bool bf16) {
+  std::ifstream f(in, std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string json(n, '\0');
+  f.read(json.data(), std::streamsize(n));
+  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  nlohmann::ordered_json h = nlohmann::ordered_json::parse(json), o;
+  std::string bytes;
+  for (auto& [name, v] : h.items()) {
+    if (name == "__metadata__") continue;
+    const auto off = v["data_offsets"].get<std::vector<uint64_t>>();
+    std::string t = data.substr(off[0], off[1] - off[0]);
+    if (bf16) {  // the upper halves: exact for values that are bf16 already, truncated otherwise
+      std::string b(t.size() / 2, '\0');
+      for (size_t i = 0; i < t.size() / 4; ++i) b.replace(2 * i, 2, t, 4 * i + 2, 2);
+      t = b;
+    }
+    o[name.substr(std::string("transformer.").size())] = {
+        {"dtype", bf16 ? "BF16" : "F32"}, {"shape", v["shape"]}, {"data_offsets", {bytes.size(), bytes.size() + t.size()}}};
+    bytes += t;
+  }
+  o["h.0.attn.bias"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {bytes.size(), bytes.size() + 4}}};
+  bytes.append(4, '\0');
+  std::string hj = o.dump();
+  hj.append((8 - hj.size() % 8) % 8, ' ');
+  std::ofstream w(out, std::ios::binary);
+  const uint64_t m = hj.size();
+  w.write(reinterpret_cast<const char*>(&m), 8);
+  w << hj << bytes;
+}
+
+// --init-from: a run started from any export holds exactly those weights
+// (lr 0: the one step changes nothing), each rank having read only its
+// shard: llm.c, HDF5, the Hugging Face directory, and a hub-style
+// safetensors file (no "transformer." prefix, an ignored mask buffer).
 TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
   const std::string dir = fresh_dir("initfrom");
   RunConfig a = eight_steps("zero3");
@@ -392,9 +430,11 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
   if (test::env().rank() == 0) {
     export_llmc(dir + "/step_00000002", dir + "/model.bin");
     export_hdf5(dir + "/step_00000002", dir + "/model.h5");
+    export_hf(dir + "/step_00000002", dir + "/hf");
+    write_hub_style(dir + "/hf/model.safetensors", dir + "/hub.safetensors", false);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (std::string file : {"model.bin", "model.h5"}) {
+  for (std::string file : {"model.bin", "model.h5", "hf", "hub.safetensors"}) {
     for (bool self : {false, true}) {
       SCOPED_TRACE(file + (self ? " ddp on 1 rank" : " zero3 on the world"));
       RunConfig b = eight_steps(self ? "ddp" : "zero3");
@@ -406,6 +446,43 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
       EXPECT_EQ(train(b, self ? MPI_COMM_SELF : MPI_COMM_WORLD).params, r.params);
     }
   }
+  // bf16 tensors are widened: the run holds the file's bf16 values.
+  if (test::env().rank() == 0) write_hub_style(dir + "/hf/model.safetensors", dir + "/hub_bf16.safetensors", true);
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    RunConfig b = eight_steps("zero3");
+    b.steps = 1;
+    b.lr = b.min_lr = 0.f;
+    b.init_from = dir + "/hub_bf16.safetensors";
+    auto want = r.params;
+    for (auto& unit : want)
+      for (float& x : unit) {
+        uint32_t bits;
+        std::memcpy(&bits, &x, 4);
+        bits &= 0xffff0000u;
+        std::memcpy(&x, &bits, 4);
+      }
+    EXPECT_EQ(train(b, MPI_COMM_WORLD).params, want);
+  }
+  // The head count, which no tensor's shape gives, comes from config.json beside the file.
+  auto refused = [&](RunConfig c, const std::string& what) {
+    SCOPED_TRACE(c.init_from);
+    try {
+      Trainer t(c, MPI_COMM_WORLD);
+      t.run();
+      ADD_FAILURE() << "refused: " << what;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  RunConfig heads = eight_steps("zero3");
+  heads.gpt.n_head = 2;
+  heads.init_from = dir + "/hf";
+  refused(heads, "model mismatch: n_head = 4 in the file, 2 in this run");
+  RunConfig deeper = eight_steps("zero3");
+  deeper.gpt.n_layer = 3;
+  deeper.init_from = dir + "/hub.safetensors";
+  refused(deeper, "model mismatch: n_layer = 2 in the file, 3 in this run");
   RunConfig wide = eight_steps("zero3");
   wide.gpt.n_layer = 3;
   wide.init_from = dir + "/model.bin";
