@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   exp->add_option("--format", format, "hdf5 | llmc | hf")->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
   exp->add_option("dir", dir, "checkpoint directory")->required();
   exp->add_option("out", out, "output file (hf: output directory)")->required();
+  std::string vocab, merges;
+  exp->add_option("--vocab", vocab, "hf: GPT-2 tokenizer encoder.json / vocab.json (default: the run's)");
+  exp->add_option("--merges", merges, "hf: GPT-2 tokenizer vocab.bpe / merges.txt (default: the run's)");
   std::string in;
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
   imp->add_option("in", in, "llm.c model file")->required();
@@ -73,7 +76,8 @@ int main(int argc, char** argv) {
       if (format == "llmc") {
         gpt::export_llmc(dir, out);
       } else if (format == "hf") {
-        gpt::export_hf(dir, out);
+        std::printf("wrote %s (hf): %s\n", out.c_str(), gpt::export_hf(dir, out, vocab, merges).c_str());
+        return 0;
       } else {
         gpt::export_hdf5(dir, out);
       }

@@ -159,7 +159,7 @@ namespace gpt {
 // little-endian header length, the JSON header (padded with spaces to a
 // multiple of 8), then the tensors' bytes, row-major, at the header's
 // data_offsets (relative to the end of the header).
-void export_hf(const std::string& dir, const std::string& out) {
+std::string export_hf(const std::string& dir, const std::string& out, std::string vocab, std::string merges) {
   require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
   const GPTConfig c = model_of(f.get());
@@ -241,6 +241,41 @@ void export_hf(const std::string& dir, const std::string& out) {
   co << config.dump(2) << "\n";
   co.close();
   if (!co) throw DataError(fmt::format("{}: write failed", cfile));
+
+  // The tokenizer: the run's, unless given.
+  if (vocab.empty() && merges.empty()) {
+    const auto run = nlohmann::json::parse(h5::attr_string(f.get(), "config"), nullptr, false);
+    if (run.is_object() && run.value("tokenizer", "") == "gpt2") {
+      vocab = run.value("vocab", "");
+      merges = run.value("merges", "");
+      if (!fs::exists(vocab) || !fs::exists(merges))
+        return fmt::format("model.safetensors, config.json; the run's GPT-2 tokenizer files ('{}', '{}') are not "
+                           "here: give --vocab and --merges to add them",
+                           vocab, merges);
+    }
+  }
+  if (vocab.empty() && merges.empty()) return "model.safetensors, config.json (no tokenizer: the run's is byte-level)";
+  if (vocab.empty() || merges.empty()) throw DataError("the GPT-2 tokenizer needs both --vocab and --merges");
+  std::ifstream vf(vocab);
+  if (!vf) throw DataError(fmt::format("{}: cannot open the vocabulary", vocab));
+  const auto v = nlohmann::json::parse(vf, nullptr, false);
+  if (!v.is_object()) throw DataError(fmt::format("{}: not a JSON object of tokens to ids (encoder.json)", vocab));
+  if (int64_t(v.size()) != c.vocab_size)
+    throw DataError(fmt::format("{}: {} tokens, but the model's vocabulary is {}", vocab, v.size(), c.vocab_size));
+  if (!fs::exists(merges)) throw DataError(fmt::format("{}: no such merges file", merges));
+  fs::copy_file(vocab, fs::path(out) / "vocab.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(merges, fs::path(out) / "merges.txt", fs::copy_options::overwrite_existing);
+  const nlohmann::ordered_json tok = {{"tokenizer_class", "GPT2Tokenizer"},
+                                      {"model_max_length", c.seq_len},
+                                      {"bos_token", "<|endoftext|>"},
+                                      {"eos_token", "<|endoftext|>"},
+                                      {"unk_token", "<|endoftext|>"},
+                                      {"add_prefix_space", false}};
+  std::ofstream tf(fs::path(out) / "tokenizer_config.json");
+  tf << tok.dump(2) << "\n";
+  tf.close();
+  if (!tf) throw DataError(fmt::format("{}/tokenizer_config.json: write failed", out));
+  return "model.safetensors, config.json, vocab.json, merges.txt, tokenizer_config.json";
 }
 
 }  // namespace gpt

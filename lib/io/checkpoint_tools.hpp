@@ -33,6 +33,12 @@ void export_llmc(const std::string& dir, const std::string& out);
 // no lm_head.weight: tied to wte) and out/config.json (model_type gpt2,
 // GPT-2's tanh GELU "gelu_new", LayerNorm eps 1e-5, no dropout). Then
 // GPT2LMHeadModel.from_pretrained(out) loads it. Creates out if needed.
-void export_hf(const std::string& dir, const std::string& out);
+// With a GPT-2 tokenizer (vocab: encoder.json / vocab.json, merges:
+// vocab.bpe / merges.txt; by default the run's --vocab and --merges when it
+// used --tokenizer gpt2) the directory also holds vocab.json, merges.txt
+// and tokenizer_config.json, so AutoTokenizer.from_pretrained(out) and
+// pipeline("text-generation", out) work; a vocabulary whose size is not the
+// model's is refused. Returns what it wrote, for the log.
+std::string export_hf(const std::string& dir, const std::string& out, std::string vocab = "", std::string merges = "");
 
 }  // namespace gpt

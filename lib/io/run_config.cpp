@@ -341,6 +341,8 @@ nlohmann::json RunConfig::to_json() const {
       {"data", data},
       {"val_data", val_data},
       {"tokenizer", tokenizer},
+      {"vocab", vocab},
+      {"merges", merges},
       {"global_batch", global_batch},
       {"micro_batch", micro_batch},
       {"steps", steps},

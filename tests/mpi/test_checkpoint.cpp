@@ -379,6 +379,35 @@ TEST(Checkpoint, ExportsHoldTheModelsParameters) {
     EXPECT_EQ(config["layer_norm_epsilon"], 1e-5);
     EXPECT_EQ(config["tie_word_embeddings"], true);
   }
+  // The tokenizer: none for this byte-level run; given files are copied
+  // when their vocabulary is the model's, and refused when it is not.
+  EXPECT_NE(export_hf(ckpt, dir + "/hf").find("no tokenizer"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir + "/hf/vocab.json"));
+  {
+    nlohmann::json v;
+    for (int i = 0; i < c.vocab_size; ++i) v[fmt::format("t{}", i)] = i;
+    std::ofstream(dir + "/encoder.json") << v.dump();
+    std::ofstream(dir + "/vocab.bpe") << "#version: 0.2\nt 0\n";
+    std::ofstream(dir + "/small.json") << R"({"a": 0, "b": 1})";
+  }
+  EXPECT_NE(export_hf(ckpt, dir + "/hf", dir + "/encoder.json", dir + "/vocab.bpe").find("tokenizer_config.json"),
+            std::string::npos);
+  auto bytes = [](const std::string& f) {
+    std::ifstream i(f, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(i)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(bytes(dir + "/hf/vocab.json"), bytes(dir + "/encoder.json"));
+  EXPECT_EQ(bytes(dir + "/hf/merges.txt"), bytes(dir + "/vocab.bpe"));
+  const auto tok = nlohmann::json::parse(std::ifstream(dir + "/hf/tokenizer_config.json"));
+  EXPECT_EQ(tok["tokenizer_class"], "GPT2Tokenizer");
+  EXPECT_EQ(tok["model_max_length"], c.seq_len);
+  try {
+    export_hf(ckpt, dir + "/hf2", dir + "/small.json", dir + "/vocab.bpe");
+    ADD_FAILURE() << "a vocabulary of another size must be refused";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("small.json: 2 tokens, but the model's vocabulary is 256"), std::string::npos)
+        << e.what();
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
