@@ -295,7 +295,7 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   if (cfg.seq_len > cfg.gpt.seq_len)
     throw ConfigError(fmt::format("invalid seq-len = {}: larger than the model's context n-ctx = {}", cfg.seq_len,
                                   cfg.gpt.seq_len));
-  if (cfg.min_lr > cfg.lr)
+  if (cfg.min_lr > cfg.lr && cfg.lr_decay != LRDecay::kConstant)  // a constant LR never reaches min-lr
     throw ConfigError(fmt::format("invalid min-lr = {}: larger than lr = {}", cfg.min_lr, cfg.lr));
   if (cfg.lr_decay_steps > 0 && pending.lr_decay_ratio)
     throw ConfigError(fmt::format("invalid lr-decay-steps = {}: give lr-decay-steps or lr-decay-ratio, not both",

@@ -70,6 +70,10 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
             std::string::npos);
   EXPECT_NE(error_of({"--data", "x", "--bogus", "1"}).find("command line"), std::string::npos);
   EXPECT_EQ(error_of({}), "missing data: give --data GLOB (llm.c token shards)");
+  EXPECT_EQ(error_of({"--data", "x", "--lr", "1e-3", "--min-lr", "2e-3"}),
+            "invalid min-lr = 0.002: larger than lr = 0.001");
+  // A constant LR never decays to min-lr: the defaults' 6e-5 may exceed a fine-tuning lr.
+  EXPECT_EQ(error_of({"--data", "x", "--lr", "3e-5", "--lr-decay", "constant"}), "");
 }
 
 }  // namespace
