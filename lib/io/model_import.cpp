@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/stall_guard.hpp"
 #include "io/h5.hpp"
@@ -188,9 +189,10 @@ void import_safetensors(const std::string& file, const ParamLayout& layout, cons
       if (st.shape != want)
         throw DataError(fmt::format("{}: {} has shape [{}], expected [{}]{}", file, t.name, fmt::join(st.shape, ", "),
                                     fmt::join(want, ", "), conv1d ? " (GPT-2's Conv1D: [in, out])" : ""));
-      const size_t esize = st.dtype == "F32" ? 4 : st.dtype == "BF16" ? 2 : 0;
+      const bool f16 = st.dtype == "F16";
+      const size_t esize = st.dtype == "F32" ? 4 : (st.dtype == "BF16" || f16) ? 2 : 0;
       if (esize == 0)
-        throw DataError(fmt::format("{}: {} is {}: only F32 and BF16 are read", file, t.name, st.dtype));
+        throw DataError(fmt::format("{}: {} is {}: only F32, BF16 and F16 are read", file, t.name, st.dtype));
       if (st.end - st.begin != esize * uint64_t(t.init_numel) || data + st.end > m.n)
         throw DataError(fmt::format("{}: {}: its data_offsets [{}, {}) do not hold its shape in the file's {} bytes",
                                     file, t.name, st.begin, st.end, m.n));
@@ -203,10 +205,7 @@ void import_safetensors(const std::string& file, const ParamLayout& layout, cons
         }
         uint16_t b;
         std::memcpy(&b, base + 2 * i, 2);
-        const uint32_t bits = uint32_t(b) << 16;
-        float v;
-        std::memcpy(&v, &bits, 4);
-        return v;
+        return f16 ? f16_to_f32(b) : bf16_to_f32(b);
       };
       // This rank's range of the tensor, in our [out, in] order.
       const int64_t lo = std::max(s.begin, t.offset), hi = std::min(s.end, t.offset + t.init_numel);

@@ -169,7 +169,10 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.ckpt_async = parse_bool("ckpt-async", v); }},
       {"resume", "auto (newest complete checkpoint in ckpt-dir, if any) or a checkpoint directory", false,
        [](C& c, P&, S v) { c.resume = v; }},
-      {"init-from", "start from weights in an llm.c .bin or an HDF5 export (ignored when resuming)", false,
+      {"init-from",
+       "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors or its directory) or an HDF5 "
+       "export (ignored when resuming)",
+       false,
        [](C& c, P&, S v) { c.init_from = v; }},
       {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},
       {"trace", "Chrome trace-event JSON (one process per rank; open in Perfetto)", false,

@@ -5,6 +5,7 @@
 // checkpoints are refused or ignored. Launched on 2, 3 and 4 ranks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -412,9 +413,9 @@ TEST(Checkpoint, ExportsHoldTheModelsParameters) {
 }
 
 // A copy of a safetensors file as the Hugging Face hub stores GPT-2
-// (GPT2Model's names: no "transformer." prefix), in bf16 when asked, with a
-// causal-mask buffer the import must ignore.
-void write_hub_style(const std::string& in, const std::string& out, bool bf16) {
+// (GPT2Model's names: no "transformer." prefix), in dtype F32, BF16 or F16,
+// with a causal-mask buffer the import must ignore.
+void write_hub_style(const std::string& in, const std::string& out, const std::string& dtype) {
   std::ifstream f(in, std::ios::binary);
   uint64_t n = 0;
   f.read(reinterpret_cast<char*>(&n), 8);
@@ -427,13 +428,22 @@ void write_hub_style(const std::string& in, const std::string& out, bool bf16) {
     if (name == "__metadata__") continue;
     const auto off = v["data_offsets"].get<std::vector<uint64_t>>();
     std::string t = data.substr(off[0], off[1] - off[0]);
-    if (bf16) {  // the upper halves: exact for values that are bf16 already, truncated otherwise
+    if (dtype == "BF16") {  // the upper halves: exact for values that are bf16 already, truncated otherwise
       std::string b(t.size() / 2, '\0');
       for (size_t i = 0; i < t.size() / 4; ++i) b.replace(2 * i, 2, t, 4 * i + 2, 2);
       t = b;
+    } else if (dtype == "F16") {  // the compiler's own conversion: independent of the reader's
+      std::string b(t.size() / 2, '\0');
+      for (size_t i = 0; i < t.size() / 4; ++i) {
+        float x;
+        std::memcpy(&x, t.data() + 4 * i, 4);
+        const _Float16 h = static_cast<_Float16>(x);
+        std::memcpy(b.data() + 2 * i, &h, 2);
+      }
+      t = b;
     }
     o[name.substr(std::string("transformer.").size())] = {
-        {"dtype", bf16 ? "BF16" : "F32"}, {"shape", v["shape"]}, {"data_offsets", {bytes.size(), bytes.size() + t.size()}}};
+        {"dtype", dtype}, {"shape", v["shape"]}, {"data_offsets", {bytes.size(), bytes.size() + t.size()}}};
     bytes += t;
   }
   o["h.0.attn.bias"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {bytes.size(), bytes.size() + 4}}};
@@ -460,7 +470,7 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
     export_llmc(dir + "/step_00000002", dir + "/model.bin");
     export_hdf5(dir + "/step_00000002", dir + "/model.h5");
     export_hf(dir + "/step_00000002", dir + "/hf");
-    write_hub_style(dir + "/hf/model.safetensors", dir + "/hub.safetensors", false);
+    write_hub_style(dir + "/hf/model.safetensors", dir + "/hub.safetensors", "F32");
   }
   MPI_Barrier(MPI_COMM_WORLD);
   for (std::string file : {"model.bin", "model.h5", "hf", "hub.safetensors"}) {
@@ -475,22 +485,36 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
       EXPECT_EQ(train(b, self ? MPI_COMM_SELF : MPI_COMM_WORLD).params, r.params);
     }
   }
-  // bf16 tensors are widened: the run holds the file's bf16 values.
-  if (test::env().rank() == 0) write_hub_style(dir + "/hf/model.safetensors", dir + "/hub_bf16.safetensors", true);
+  // bf16 and f16 tensors are widened: the run holds the file's values.
+  // The init's weights (std 0.02) include f16 subnormals (below 6.1e-5).
+  if (test::env().rank() == 0) {
+    write_hub_style(dir + "/hf/model.safetensors", dir + "/hub_bf16.safetensors", "BF16");
+    write_hub_style(dir + "/hf/model.safetensors", dir + "/hub_f16.safetensors", "F16");
+  }
   MPI_Barrier(MPI_COMM_WORLD);
-  {
+  for (const std::string dtype : {"bf16", "f16"}) {
+    SCOPED_TRACE(dtype);
     RunConfig b = eight_steps("zero3");
     b.steps = 1;
     b.lr = b.min_lr = 0.f;
-    b.init_from = dir + "/hub_bf16.safetensors";
+    b.init_from = dir + "/hub_" + dtype + ".safetensors";
     auto want = r.params;
+    int subnormal = 0;
     for (auto& unit : want)
       for (float& x : unit) {
+        if (dtype == "f16") {
+          subnormal += x != 0.f && std::abs(x) < 6.103515625e-05f;
+          x = static_cast<float>(static_cast<_Float16>(x));
+          continue;
+        }
         uint32_t bits;
         std::memcpy(&bits, &x, 4);
         bits &= 0xffff0000u;
         std::memcpy(&x, &bits, 4);
       }
+    if (dtype == "f16") {
+      EXPECT_GT(subnormal, 0) << "the test must cover f16 subnormals";
+    }
     EXPECT_EQ(train(b, MPI_COMM_WORLD).params, want);
   }
   // The head count, which no tensor's shape gives, comes from config.json beside the file.
