@@ -10,7 +10,7 @@
 #pragma once
 
 #include <array>
-#include <mutex>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -36,13 +36,17 @@ class Gpt2Tokenizer final : public Tokenizer {
 
   std::unordered_map<std::string, int> encoder_;
   std::vector<std::string> decoder_;  // id -> raw bytes
-  std::unordered_map<std::string, int> merge_rank_;  // "a b" (mapped symbols) -> rank
-  std::array<std::string, 256> byte_sym_;            // byte -> UTF-8 of its stand-in
+  struct Merge {
+    int rank;  // lower merges first
+    int id;    // the merged token
+  };
+  std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+  std::array<std::string, 256> byte_sym_;       // byte -> UTF-8 of its stand-in
+  std::array<int, 256> byte_id_{};              // byte -> its token
   int eot_ = -1;
   struct Regex;
   std::unique_ptr<Regex> re_;
-  mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int>> cache_;
+  uint64_t id_;  // names this tokenizer's entries in the per-thread piece caches (bpe.cpp)
 };
 
 }  // namespace gpt

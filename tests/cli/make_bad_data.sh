@@ -11,3 +11,7 @@ truncate -s -1000 "$out/truncated.bin"
 cp "$out/good_train_000000.bin" "$out/badmagic.bin"
 printf '\x39\x30\x00\x00' | dd of="$out/badmagic.bin" bs=1 conv=notrunc status=none
 printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
+# JSON-lines inputs of prepare_data: line 3 is not JSON; line 2 has no "text".
+printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
+printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
+printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "io/bpe.hpp"
 #include "io/token_shard.hpp"
 
@@ -72,6 +74,22 @@ TEST_F(Gpt2Test, ReferenceVectorsFromGpt2sOwnEncoder) {
   }
 }
 
+// Merges are applied on token ids, so each merge's halves and result must be
+// tokens; a merges file that does not fit the vocabulary is refused at load.
+TEST_F(Gpt2Test, RefusesMergesOfSymbolsOutsideTheVocabulary) {
+  const fs::path dir = env_or("GPT_VOCAB_DIR", GPT_DEFAULT_VOCAB_DIR);
+  const fs::path merges = fs::temp_directory_path() / fmt::format("gpt_bad_merges_{}.txt", ::getpid());
+  std::ofstream(merges) << "#version: 0.2\nh e\nQ9Q9 X8X8\n";
+  try {
+    Gpt2Tokenizer t((dir / "encoder.json").string(), merges.string());
+    ADD_FAILURE() << "must be refused";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("merge line 2 'Q9Q9 X8X8': 'Q9Q9' is not a token of"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(merges);
+}
+
 TEST_F(Gpt2Test, RoundTripsInvalidUtf8WithoutLosingBytes) {
   const std::string s = "ok \xff\xfe then \xc3 end";
   EXPECT_EQ(tok_->decode(tok_->encode(s)), s);
@@ -83,26 +101,116 @@ TEST_F(Gpt2Test, RoundTripsInvalidUtf8WithoutLosingBytes) {
 namespace gpt {
 namespace {
 
-// prepare_data tokenises in 1 MiB chunks cut only where GPT-2's
-// pre-tokeniser splits anyway; tinyshakespeare (1.1 MB) spans two chunks,
+// Runs prepare_data with the GPT-2 vocabulary; returns its exit status.
+int prepare(const std::string& args) {
+  const fs::path vocab = env_or("GPT_VOCAB_DIR", GPT_DEFAULT_VOCAB_DIR);
+  const std::string cmd = fmt::format("{} --tokenizer gpt2 --vocab {} --merges {} {} > /dev/null", GPT_PREPARE_DATA,
+                                      (vocab / "encoder.json").string(), (vocab / "vocab.bpe").string(), args);
+  return std::system(cmd.c_str());
+}
+
+std::vector<int> shard_ids(const fs::path& file) {
+  TokenShard shard(file.string());
+  return {shard.tokens().begin(), shard.tokens().end()};
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+fs::path tinyshakespeare() {
+  return fs::path(env_or("GPT_SHARED_DATA", GPT_DEFAULT_SHARED_DATA)) / "tinyshakespeare.txt";
+}
+
+// prepare_data tokenises in pieces of about 1 MiB, cut only where GPT-2's
+// pre-tokeniser splits anyway, on several threads; tinyshakespeare five
+// times over (5.6 MB) is six pieces (three batches on 1 thread, two on 2),
 // and the shard must equal tokenising the whole text at once.
 TEST_F(Gpt2Test, StreamingPrepareDataEqualsWholeFileTokenisation) {
-  const fs::path txt = fs::path(env_or("GPT_SHARED_DATA", GPT_DEFAULT_SHARED_DATA)) / "tinyshakespeare.txt";
-  if (!fs::exists(txt)) GTEST_SKIP() << txt << " not present";
+  if (!fs::exists(tinyshakespeare())) GTEST_SKIP() << tinyshakespeare() << " not present";
   const fs::path out = fs::temp_directory_path() / fmt::format("gpt_stream_test_{}", ::getpid());
-  const fs::path vocab = env_or("GPT_VOCAB_DIR", GPT_DEFAULT_VOCAB_DIR);
-  const std::string cmd = fmt::format("{} --tokenizer gpt2 --vocab {} --merges {} --input {} --out {} --name s "
-                                      "--val-fraction 0 > /dev/null",
-                                      GPT_PREPARE_DATA, (vocab / "encoder.json").string(),
-                                      (vocab / "vocab.bpe").string(), txt.string(), out.string());
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(txt, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  ASSERT_GT(text.size(), size_t(1) << 20) << "must span more than one chunk";
+  fs::create_directories(out);
+  const std::string one = read_text(tinyshakespeare());
+  std::string text;
+  for (int i = 0; i < 5; ++i) text += one;
+  std::ofstream(out / "in.txt", std::ios::binary) << text;
   const std::vector<int> whole = tok_->encode(text);
-  TokenShard shard((out / "s_train_000000.bin").string());
-  ASSERT_EQ(size_t(shard.size()), whole.size());
-  EXPECT_TRUE(std::equal(whole.begin(), whole.end(), shard.tokens().begin()));
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} threads", threads));
+    const fs::path dir = out / std::to_string(threads);
+    ASSERT_EQ(prepare(fmt::format("--input {} --out {} --name s --val-fraction 0 --threads {}",
+                                  (out / "in.txt").string(), dir.string(), threads)),
+              0);
+    EXPECT_EQ(shard_ids(dir / "s_train_000000.bin"), whole);
+  }
+  fs::remove_all(out);
+}
+
+// JSON-lines input: each document (a line's "text") is preceded by
+// <|endoftext|>, as llm.c's dataset scripts do; a text file that follows
+// another input is preceded by one; blank lines, CRLF endings, other keys
+// and escapes are handled; a document belongs to the split its line starts
+// in. Documents: tinyshakespeare's paragraphs, over a megabyte of JSON.
+TEST_F(Gpt2Test, PrepareDataReadsJsonLinesDocuments) {
+  if (!fs::exists(tinyshakespeare())) GTEST_SKIP() << tinyshakespeare() << " not present";
+  const fs::path out = fs::temp_directory_path() / fmt::format("gpt_jsonl_test_{}", ::getpid());
+  fs::create_directories(out);
+  const std::string text = read_text(tinyshakespeare());
+  std::vector<std::string> docs;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find("\n\n", at);
+    end = end == std::string::npos ? text.size() : end + 2;
+    docs.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  docs.push_back("caf\u00e9 \"quoted\"\ttab");  // escapes in the JSON
+  ASSERT_GT(docs.size(), 1000u);
+  std::string jsonl;
+  std::vector<size_t> line_start;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (i == 7) jsonl += "\n  \n";  // blank lines are skipped
+    line_start.push_back(jsonl.size());
+    nlohmann::json o = {{"id", i}, {"text", docs[i]}, {"meta", {{"source", "tiny"}}}};
+    jsonl += o.dump(-1, ' ', /*ensure_ascii=*/i % 2 == 0);
+    jsonl += i == 11 ? "\r\n" : "\n";
+  }
+  ASSERT_GT(jsonl.size(), size_t(1) << 20) << "must span more than one piece";
+  std::ofstream(out / "docs.jsonl", std::ios::binary) << jsonl;
+  std::ofstream(out / "a.txt", std::ios::binary) << "First file.\n";
+  std::ofstream(out / "c.txt", std::ios::binary) << "Last file.\n";
+  const int eot = tok_->eot();
+  auto doc_ids = [&](size_t from, size_t to) {
+    std::vector<int> ids;
+    for (size_t i = from; i < to; ++i) {
+      ids.push_back(eot);
+      tok_->encode(docs[i], ids);
+    }
+    return ids;
+  };
+
+  // text, JSON lines, text: one separator before each document and before c.txt.
+  ASSERT_EQ(prepare(fmt::format("--input {} {} {} --out {} --name m --val-fraction 0 --threads 2",
+                                (out / "a.txt").string(), (out / "docs.jsonl").string(), (out / "c.txt").string(),
+                                (out / "m").string())),
+            0);
+  std::vector<int> want = tok_->encode("First file.\n");
+  const std::vector<int> all = doc_ids(0, docs.size());
+  want.insert(want.end(), all.begin(), all.end());
+  want.push_back(eot);
+  tok_->encode("Last file.\n", want);
+  EXPECT_EQ(shard_ids(out / "m" / "m_train_000000.bin"), want);
+
+  // The validation split: the documents whose lines start in the last quarter of the bytes.
+  ASSERT_EQ(prepare(fmt::format("--input {} --out {} --name v --val-fraction 0.25 --threads 2",
+                                (out / "docs.jsonl").string(), (out / "v").string())),
+            0);
+  const size_t boundary = jsonl.size() - size_t(0.25 * double(jsonl.size()));
+  const size_t first_val = size_t(std::lower_bound(line_start.begin(), line_start.end(), boundary) - line_start.begin());
+  ASSERT_GT(first_val, 0u);
+  ASSERT_LT(first_val, docs.size());
+  EXPECT_EQ(shard_ids(out / "v" / "v_train_000000.bin"), doc_ids(0, first_val));
+  EXPECT_EQ(shard_ids(out / "v" / "v_val_000000.bin"), doc_ids(first_val, docs.size()));
   fs::remove_all(out);
 }
 
