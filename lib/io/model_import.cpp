@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -110,6 +111,7 @@ struct SafeTensor {
   std::string dtype;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte offsets after the header
+  size_t shard = 0;             // which file of a sharded model holds it
 };
 
 // The header, or an empty map when `m` is no safetensors file.
@@ -144,24 +146,74 @@ bool is_conv1d(const std::string& name) {
   return false;
 }
 
-// A file (or a directory holding model.safetensors) that is safetensors: its path, else "".
-std::string safetensors_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "model.safetensors").string() : path;
+bool is_safetensors(const std::string& file) {
   std::ifstream f(file, std::ios::binary);
   char head[9] = {};
-  return f.read(head, 9) && head[8] == '{' ? file : "";
+  return f.read(head, 9) && head[8] == '{';
 }
 
-void import_safetensors(const std::string& file, const ParamLayout& layout, const std::vector<UnitSlice>& slices) {
-  Mapped m(file);
-  size_t data = 0;
-  const auto tensors = safetensors_header(m, &data);
-  if (tensors.empty()) throw DataError(fmt::format("{}: not a readable safetensors file", file));
+// The files of a sharded model, from its model.safetensors.index.json
+// (save_pretrained's layout): the distinct files of its weight_map.
+std::vector<std::string> shards_of_index(const std::string& index) {
+  std::ifstream f(index);
+  const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
+    throw DataError(fmt::format("{}: not a safetensors index (a JSON object with a weight_map)", index));
+  std::vector<std::string> files;
+  for (const auto& [name, v] : j["weight_map"].items()) {
+    if (!v.is_string()) throw DataError(fmt::format("{}: weight_map[\"{}\"] is not a file name", index, name));
+    const std::string file = (std::filesystem::path(index).parent_path() / v.get<std::string>()).string();
+    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+  }
+  return files;
+}
+
+// The safetensors files `path` names, else none: a file, a directory
+// holding model.safetensors, or (a directory holding) a sharded model's
+// model.safetensors.index.json.
+std::vector<std::string> safetensors_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string suffix = ".index.json";
+  if (!fs::is_directory(path)) {
+    if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return shards_of_index(path);
+    if (is_safetensors(path)) return {path};
+    return {};
+  }
+  const std::string single = (fs::path(path) / "model.safetensors").string();
+  const std::string index = (fs::path(path) / "model.safetensors.index.json").string();
+  if (fs::exists(single)) {
+    if (is_safetensors(single)) return {single};
+    return {};
+  }
+  if (fs::exists(index)) return shards_of_index(index);
+  return {};
+}
+
+// `path`: what the user named (for errors about the model as a whole);
+// `files`: its safetensors files, one or a sharded model's.
+void import_safetensors(const std::string& path, const std::vector<std::string>& files, const ParamLayout& layout,
+                        const std::vector<UnitSlice>& slices) {
+  std::vector<std::unique_ptr<Mapped>> maps;
+  std::vector<size_t> data_starts;
+  std::map<std::string, SafeTensor> tensors;
+  for (size_t i = 0; i < files.size(); ++i) {
+    maps.push_back(std::make_unique<Mapped>(files[i]));
+    size_t data = 0;
+    auto header = safetensors_header(*maps.back(), &data);
+    if (header.empty()) throw DataError(fmt::format("{}: not a readable safetensors file", files[i]));
+    data_starts.push_back(data);
+    for (auto& [name, t] : header) {
+      t.shard = i;
+      if (const auto [it, fresh] = tensors.emplace(name, t); !fresh)
+        throw DataError(fmt::format("{}: {} is in {} too", files[i], name, files[it->second.shard]));
+    }
+  }
+  const std::string model = files.size() == 1 ? files[0] : path;  // errors about the whole model name this
   const GPTConfig& c = layout.config();
   auto find = [&](const std::string& name) -> const SafeTensor& {
     const auto it = tensors.find(name);
-    if (it == tensors.end()) throw DataError(fmt::format("{}: no tensor {}", file, name));
+    if (it == tensors.end()) throw DataError(fmt::format("{}: no tensor {}", model, name));
     return it->second;
   };
   // The shape a model of this run's config has; n_head is in no tensor's
@@ -173,16 +225,19 @@ void import_safetensors(const std::string& file, const ParamLayout& layout, cons
   GPTConfig got = c;
   if (wte.shape.size() == 2 && wpe.shape.size() == 2)
     got = {layers, c.n_head, int(wte.shape[1]), int(wpe.shape[0]), int(wte.shape[0])};
-  const auto config_json = std::filesystem::path(file).parent_path() / "config.json";
+  const auto config_json = std::filesystem::path(files[0]).parent_path() / "config.json";
   if (std::ifstream cj(config_json); cj) {
     const auto j = nlohmann::json::parse(cj, nullptr, false);
     if (j.is_object() && j.contains("n_head") && j["n_head"].is_number_integer()) got.n_head = j["n_head"].get<int>();
   }
-  check_model(file, c, got);
+  check_model(model, c, got);
   for (size_t u = 0; u < layout.num_units(); ++u) {
     const UnitSlice& s = slices[u];
     for (const TensorSpec& t : layout.unit(u).tensors) {
       const SafeTensor& st = find(t.name);
+      const std::string& file = files[st.shard];
+      const Mapped& m = *maps[st.shard];
+      const size_t data = data_starts[st.shard];
       std::vector<int64_t> want = stored_shape(t);
       const bool conv1d = is_conv1d(t.name);
       if (conv1d) std::swap(want[0], want[1]);
@@ -239,8 +294,8 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
     }
     return;
   }
-  if (const std::string st = safetensors_path(file); !st.empty()) {
-    import_safetensors(st, layout, slices);
+  if (const auto st = safetensors_files(file); !st.empty()) {
+    import_safetensors(file, st, layout, slices);
     return;
   }
   // None of the three: say what was expected (HDF5's own error would only

@@ -170,8 +170,8 @@ std::vector<Key> keys() {
       {"resume", "auto (newest complete checkpoint in ckpt-dir, if any) or a checkpoint directory", false,
        [](C& c, P&, S v) { c.resume = v; }},
       {"init-from",
-       "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors or its directory) or an HDF5 "
-       "export (ignored when resuming)",
+       "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors, its directory, or a sharded "
+       "model's model.safetensors.index.json) or an HDF5 export (ignored when resuming)",
        false,
        [](C& c, P&, S v) { c.init_from = v; }},
       {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},

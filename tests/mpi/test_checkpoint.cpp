@@ -456,6 +456,49 @@ void write_hub_style(const std::string& in, const std::string& out, const std::s
   w << hj << bytes;
 }
 
+// A sharded copy of a safetensors file, as save_pretrained writes a model
+// over its max_shard_size: the tensors split over two files in DIR, with
+// model.safetensors.index.json naming each tensor's file, and config.json.
+// `overlap`: the second file holds one tensor of the first again.
+void write_sharded(const std::string& hf_dir, const std::string& dir, bool overlap = false) {
+  std::filesystem::create_directories(dir);
+  std::ifstream f(hf_dir + "/model.safetensors", std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string json(n, '\0');
+  f.read(json.data(), std::streamsize(n));
+  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const nlohmann::ordered_json h = nlohmann::ordered_json::parse(json);
+  std::vector<std::string> names;
+  for (const auto& [name, v] : h.items())
+    if (name != "__metadata__") names.push_back(name);
+  nlohmann::json index = {{"metadata", {{"total_size", data.size()}}}, {"weight_map", nlohmann::json::object()}};
+  for (int part = 0; part < 2; ++part) {
+    const std::string file = fmt::format("model-{:05d}-of-00002.safetensors", part + 1);
+    const size_t lo = part == 0 ? 0 : names.size() / 2 - (overlap ? 1 : 0),
+                 hi = part == 0 ? names.size() / 2 : names.size();
+    nlohmann::ordered_json o;
+    std::string bytes;
+    for (size_t i = lo; i < hi; ++i) {
+      const auto& v = h[names[i]];
+      const auto off = v["data_offsets"].get<std::vector<uint64_t>>();
+      o[names[i]] = {{"dtype", v["dtype"]}, {"shape", v["shape"]},
+                     {"data_offsets", {bytes.size(), bytes.size() + off[1] - off[0]}}};
+      bytes += data.substr(off[0], off[1] - off[0]);
+      index["weight_map"][names[i]] = file;
+    }
+    std::string hj = o.dump();
+    hj.append((8 - hj.size() % 8) % 8, ' ');
+    std::ofstream w(dir + "/" + file, std::ios::binary);
+    const uint64_t m = hj.size();
+    w.write(reinterpret_cast<const char*>(&m), 8);
+    w << hj << bytes;
+  }
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump(1);
+  std::filesystem::copy_file(hf_dir + "/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+}
+
 // --init-from: a run started from any export holds exactly those weights
 // (lr 0: the one step changes nothing), each rank having read only its
 // shard: llm.c, HDF5, the Hugging Face directory, and a hub-style
@@ -471,9 +514,11 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
     export_hdf5(dir + "/step_00000002", dir + "/model.h5");
     export_hf(dir + "/step_00000002", dir + "/hf");
     write_hub_style(dir + "/hf/model.safetensors", dir + "/hub.safetensors", "F32");
+    write_sharded(dir + "/hf", dir + "/sharded");
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (std::string file : {"model.bin", "model.h5", "hf", "hub.safetensors"}) {
+  for (std::string file : {"model.bin", "model.h5", "hf", "hub.safetensors", "sharded",
+                           "sharded/model.safetensors.index.json"}) {
     for (bool self : {false, true}) {
       SCOPED_TRACE(file + (self ? " ddp on 1 rank" : " zero3 on the world"));
       RunConfig b = eight_steps(self ? "ddp" : "zero3");
@@ -532,6 +577,19 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
   heads.gpt.n_head = 2;
   heads.init_from = dir + "/hf";
   refused(heads, "model mismatch: n_head = 4 in the file, 2 in this run");
+  // A sharded model whose shard is missing, or whose shards both hold a tensor.
+  if (test::env().rank() == 0) {
+    write_sharded(dir + "/hf", dir + "/missing");
+    std::filesystem::remove(dir + "/missing/model-00002-of-00002.safetensors");
+    write_sharded(dir + "/hf", dir + "/twice", /*overlap=*/true);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  RunConfig missing = eight_steps("zero3");
+  missing.init_from = dir + "/missing";
+  refused(missing, "missing/model-00002-of-00002.safetensors: cannot open: No such file or directory");
+  RunConfig twice = eight_steps("zero3");
+  twice.init_from = dir + "/twice";
+  refused(twice, "twice/model-00002-of-00002.safetensors: transformer.");
   RunConfig deeper = eight_steps("zero3");
   deeper.gpt.n_layer = 3;
   deeper.init_from = dir + "/hub.safetensors";

@@ -206,7 +206,8 @@ TEST_F(Gpt2Test, PrepareDataReadsJsonLinesDocuments) {
                                 (out / "docs.jsonl").string(), (out / "v").string())),
             0);
   const size_t boundary = jsonl.size() - size_t(0.25 * double(jsonl.size()));
-  const size_t first_val = size_t(std::lower_bound(line_start.begin(), line_start.end(), boundary) - line_start.begin());
+  const size_t first_val =
+      size_t(std::lower_bound(line_start.begin(), line_start.end(), boundary) - line_start.begin());
   ASSERT_GT(first_val, 0u);
   ASSERT_LT(first_val, docs.size());
   EXPECT_EQ(shard_ids(out / "v" / "v_train_000000.bin"), doc_ids(0, first_val));
