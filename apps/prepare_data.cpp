@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "command_line.hpp"
 #include "core/error.hpp"
@@ -91,16 +92,29 @@ int main(int argc, char** argv) {
     const std::string prefix = (std::filesystem::path(out_dir) / name).string();
     RotatingWriter train(prefix, "train", shard_tokens), val(prefix, "val", shard_tokens);
 
-    // Batches of two pieces per thread: read in order, tokenise in parallel,
-    // write in order. The first error in input order is the one reported.
+    // Batches of two pieces per thread: read in order, tokenised in
+    // parallel, written in order. A reader thread reads (and decompresses)
+    // the next batch while this one is tokenised, so reading is not a serial
+    // phase. The first error in input order is the one reported.
     const int nt = threads > 0 ? threads : omp_get_max_threads();
-    std::vector<gpt::CorpusPiece> batch(2 * size_t(nt));
+    std::vector<gpt::CorpusPiece> batch(2 * size_t(nt)), next(batch.size());
     std::vector<std::vector<int>> ids(batch.size());
     std::vector<std::exception_ptr> errors(batch.size());
-    for (bool more = true; more;) {
+    auto read_batch = [&reader](std::vector<gpt::CorpusPiece>& b) {
       size_t n = 0;
-      while (n < batch.size() && reader.next(batch[n])) ++n;
-      more = n == batch.size();
+      while (n < b.size() && reader.next(b[n])) ++n;
+      return n;
+    };
+    for (size_t n = read_batch(batch); n > 0;) {
+      size_t n_next = 0;
+      std::exception_ptr read_error;
+      std::thread read_ahead([&] {
+        try {
+          if (n == batch.size()) n_next = read_batch(next);
+        } catch (...) {
+          read_error = std::current_exception();
+        }
+      });
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
       for (size_t i = 0; i < n; ++i) {
         // Appends go to a vector on this thread's stack: the headers of
@@ -117,9 +131,13 @@ int main(int argc, char** argv) {
         }
         ids[i].swap(local);
       }
+      read_ahead.join();
       for (size_t i = 0; i < n; ++i)
         if (errors[i]) std::rethrow_exception(errors[i]);
       for (size_t i = 0; i < n; ++i) (batch[i].val ? val : train).append(ids[i]);
+      if (read_error) std::rethrow_exception(read_error);
+      batch.swap(next);
+      n = n_next;
     }
     train.finish();
     val.finish();

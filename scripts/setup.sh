@@ -13,6 +13,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost-context-dev  # fibers: the CUDA emulator's threads (tests/unit/emulated_cuda.hpp)
   libopenblas-dev libopenblas0-pthread libpcre2-dev
+  zlib1g-dev libzstd-dev zstd  # prepare_data's .gz and .zst inputs (zstd: the tests compress with it)
   fortunes fortunes-min
   python3 python3-numpy
   slurm-wlm munge gnuplot-nox  # the SLURM job-script test (a one-node cluster) and sweep plots

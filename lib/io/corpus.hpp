@@ -10,24 +10,31 @@
 // dataset scripts do; a text file is followed by one when the next input is
 // a text file (a JSON-lines file brings its own).
 //
-// Validation split: the last val_fraction of the input bytes. A text file is
-// cut at that exact byte; a JSON-lines document belongs to the split in
-// which its line starts.
+// Inputs may be gzip or zstd (io/byte_source.hpp); `auto` looks through
+// .gz and .zst to the name beneath.
+//
+// Validation split: the last val_fraction of the input files' bytes
+// (compressed bytes for a compressed file). A plain text file is cut at that
+// exact byte, a compressed one between pieces; a JSON-lines document
+// belongs to the split in which its line starts.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "io/byte_source.hpp"
 #include "io/tokenizer.hpp"
 
 namespace gpt {
 
 enum class CorpusFormat { kText, kJsonl };
 
-// flag: "text", "jsonl", or "auto" (jsonl for names ending in .jsonl or
-// .ndjson, text otherwise). Throws ConfigError for another flag.
+// flag: "text", "jsonl", or "auto": jsonl for names ending in .jsonl,
+// .ndjson or .json (C4's and Dolma's JSON lines are *.json.gz), after any
+// .gz or .zst; text otherwise. Throws ConfigError for another flag.
 CorpusFormat corpus_format(const std::string& path, const std::string& flag);
 
 struct CorpusPiece {
@@ -53,18 +60,26 @@ class CorpusReader {
  private:
   bool next_text(CorpusPiece& p);
   bool next_jsonl(CorpusPiece& p);
+  void fill(size_t want);  // until want bytes are buffered or the file ends
+  uint64_t position();     // of the next byte to hand out, in input files' bytes
+  bool is_val(uint64_t position) const { return boundary_ < total_ && position >= boundary_; }
 
   std::vector<std::string> inputs_;
   std::vector<CorpusFormat> formats_;
+  std::vector<uint64_t> sizes_;
   bool gpt2_cuts_;
-  uint64_t total_ = 0, boundary_ = 0, consumed_ = 0;
+  uint64_t total_ = 0, boundary_ = 0;
+  uint64_t base_ = 0;     // bytes of the inputs before the open one
+  uint64_t handed_ = 0;   // (decompressed) bytes of the open input handed out
   size_t fi_ = 0;
-  std::ifstream f_;
-  bool open_ = false, eof_ = false, separator_ = false;
-  std::string buf_;                 // text: read but not yet handed out
-  std::string held_;                // jsonl: a line of the other split, for the next piece
-  bool has_held_ = false, held_val_ = false;
-  int64_t line_ = 0;
+  std::unique_ptr<ByteSource> src_;  // the open input, or null
+  bool eof_ = false, separator_ = false;
+  std::string buf_;   // read but not yet handed out: [head_, size)
+  size_t head_ = 0;
+  int64_t line_ = 0;  // jsonl: lines of the open input handed out
+  uint64_t read_ = 0;  // (decompressed) bytes of the open input read
+  // Compressed input: (read_ after a read, consumed() before it), oldest first.
+  std::deque<std::pair<uint64_t, uint64_t>> marks_;
 };
 
 // Appends the ids of one piece to `out`. Throws DataError naming the file

@@ -15,3 +15,11 @@ printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
 printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
+# Compressed JSON lines cut short, and a gzip stream with damaged bytes.
+command -v zstd > /dev/null || { echo "make_bad_data: no zstd (scripts/setup.sh installs it)" >&2; exit 1; }
+for i in $(seq 2000); do printf '{"text": "line %d of a document that repeats itself"}\n' "$i"; done > "$out/docs.jsonl"
+gzip -c "$out/docs.jsonl" > "$out/cut.jsonl.gz"
+zstd -q -c "$out/docs.jsonl" > "$out/cut.jsonl.zst"
+truncate -s -100 "$out/cut.jsonl.gz" "$out/cut.jsonl.zst"
+gzip -c "$out/docs.jsonl" > "$out/damaged.jsonl.gz"
+printf 'XXXXXXXXXXXXXXXX' | dd of="$out/damaged.jsonl.gz" bs=1 seek=200 conv=notrunc status=none

@@ -212,7 +212,42 @@ TEST_F(Gpt2Test, PrepareDataReadsJsonLinesDocuments) {
   ASSERT_LT(first_val, docs.size());
   EXPECT_EQ(shard_ids(out / "v" / "v_train_000000.bin"), doc_ids(0, first_val));
   EXPECT_EQ(shard_ids(out / "v" / "v_val_000000.bin"), doc_ids(first_val, docs.size()));
-  fs::remove_all(out);
+
+  // Compressed: gzip and zstd, as one stream and as two concatenated ones
+  // (cat a.gz b.gz), found by their bytes; `auto` sees JSON lines through
+  // .json.gz (C4's names) and .jsonl.zst (the Pile's). The validation split
+  // is measured in compressed bytes and falls between documents.
+  if (!GPT_PREPARE_DATA_COMPRESSED) {
+    fs::remove_all(out);
+    GTEST_SKIP() << "prepare_data was built without zlib or libzstd: compressed inputs not tested";
+  }
+  const std::string half1 = jsonl.substr(0, line_start[docs.size() / 2]), half2 = jsonl.substr(half1.size());
+  std::ofstream(out / "h1.jsonl", std::ios::binary) << half1;
+  std::ofstream(out / "h2.jsonl", std::ios::binary) << half2;
+  const std::string d = out.string();
+  const std::string make = fmt::format(
+      "cd {0} && gzip -c docs.jsonl > c4.json.gz && (gzip -c h1.jsonl; gzip -c h2.jsonl) > two.json.gz && "
+      "zstd -q -c docs.jsonl > pile.jsonl.zst && (zstd -q -c h1.jsonl; zstd -q -c h2.jsonl) > two.jsonl.zst",
+      d);
+  ASSERT_EQ(std::system(make.c_str()), 0) << make << " (gzip and zstd: scripts/setup.sh installs them)";
+  for (const char* name : {"c4.json.gz", "two.json.gz", "pile.jsonl.zst", "two.jsonl.zst"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = out / (std::string(name) + ".out");
+    ASSERT_EQ(prepare(fmt::format("--input {} --out {} --name z --val-fraction 0 --threads 2", (out / name).string(),
+                                  dir.string())),
+              0);
+    EXPECT_EQ(shard_ids(dir / "z_train_000000.bin"), all);
+    ASSERT_EQ(prepare(fmt::format("--input {} --out {} --name s --val-fraction 0.25 --threads 2",
+                                  (out / name).string(), dir.string())),
+              0);
+    std::vector<int> train = shard_ids(dir / "s_train_000000.bin"), val = shard_ids(dir / "s_val_000000.bin");
+    ASSERT_FALSE(train.empty());
+    ASSERT_FALSE(val.empty());
+    EXPECT_EQ(val.front(), eot) << "the split falls between documents";
+    train.insert(train.end(), val.begin(), val.end());
+    EXPECT_EQ(train, all);
+  }
+  if (!HasFailure()) fs::remove_all(out);
 }
 
 }  // namespace
