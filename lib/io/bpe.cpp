@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-constexpr size_t kMaxCache = 1 << 21;  // pieces per thread; cleared when full (bounded memory on any input)
+constexpr size_t kMaxCache = 1 << 18;  // pieces per thread (about 30 MB); cleared when full: bounded memory on any input
 
 // Pre-tokenised pieces repeat (" the", ",\n"), so their ids are cached. The
 // cache is per thread, so lookups take no lock: one cache behind a mutex
