@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "io/json_line.hpp"
 
 namespace gpt {
 namespace {
@@ -196,17 +197,7 @@ void tokenize_piece(const CorpusPiece& p, const Tokenizer& tok, const std::strin
     const std::string_view text = all.substr(pos, nl - pos);
     pos = nl + 1;
     if (blank(text)) continue;
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      // "[json.exception.parse_error.101] parse error at line 1, column 14: ..." -> "column 14: ..."
-      std::string why = e.what();
-      if (const size_t at = why.find("] "); at != std::string::npos) why.erase(0, at + 2);
-      if (const std::string lead = "parse error at line 1, "; why.rfind(lead, 0) == 0) why.erase(0, lead.size());
-      throw DataError(fmt::format("{}:{}: not JSON: {}", p.file, line, why));
-    }
-    if (!doc.is_object()) throw DataError(fmt::format("{}:{}: not a JSON object", p.file, line));
+    const nlohmann::json doc = parse_json_object_line(text, p.file, line);
     const auto it = doc.find(text_key);
     if (it == doc.end() || !it->is_string())
       throw DataError(fmt::format("{}:{}: no string \"{}\" in the object (--text-key)", p.file, line, text_key));

@@ -58,6 +58,11 @@ void MetricsWriter::write(const StepRecord& r) {
   append_number(line_, ",\"exposed_s\":", r.comm_exposed_s);
   append_number(line_, ",\"time_s\":", r.comm_time_s);
   append_number(line_, "},\"grad_norm\":", r.grad_norm);
+  if (r.hellaswag_acc) {
+    append_number(line_, ",\"hellaswag\":{\"acc\":", *r.hellaswag_acc);
+    append_number(line_, ",\"acc_norm\":", r.hellaswag_acc_norm.value_or(0));
+    fmt::format_to(out, ",\"examples\":{}}}", r.hellaswag_examples);
+  }
   append_number(line_, ",\"loss\":", r.loss);
   append_number(line_, ",\"lr\":", r.lr);
   fmt::format_to(out, ",\"mem\":{{\"activations\":{},\"buffers\":{},\"grads\":{},\"optim\":{},\"params\":{},\"peak\":{}}}",

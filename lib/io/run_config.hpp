@@ -72,6 +72,8 @@ struct RunConfig {
   std::string metrics;
   std::string trace;  // Chrome trace-event JSON, "" = off
   int eval_every = 0, val_batches = 8;
+  std::string hellaswag;        // HellaSwag JSON lines evaluated with the validation ("": none)
+  int hellaswag_examples = 0;   // the file's first N examples (0: all)
   int sample_every = 0, sample_tokens = 64;
   std::string sample_prompt;       // samples continue this text ("": from the document separator)
   float sample_temperature = 1.0f;  // 0: greedy

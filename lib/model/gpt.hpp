@@ -53,6 +53,9 @@ class GPT {
   // with d(objective)/d(row loss) = loss_scale.
   double forward_head(const T* fin, const T* emb, const int32_t* targets, T* emb_grad, T loss_scale);
 
+  // Per-position losses of the last forward_head, B*Tn in batch order.
+  const T* row_losses() const { return losses_.data(); }
+
   void backward_final(const T* fin, T* fin_grad);
   void backward_block(int layer, const T* block, T* block_grad);
   void backward_embedding(const int32_t* tokens, T* emb_grad);

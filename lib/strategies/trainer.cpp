@@ -21,6 +21,7 @@
 #include "core/watchdog.hpp"
 #include "io/checkpoint.hpp"
 #include "io/data_loader.hpp"
+#include "io/hellaswag.hpp"
 #include "io/metrics.hpp"
 #include "io/model_import.hpp"
 #include "io/tokenizer.hpp"
@@ -147,7 +148,23 @@ struct Trainer::Impl {
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;  // --sample-tokens > 0 or --hellaswag
+  // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
+  // their endings as rows sorted longest first (a pass pads little), and
+  // the passes every rank makes (the most any rank needs: with sharded
+  // parameters each pass gathers collectively).
+  struct ChoiceRowRef {
+    int32_t example;  // index into hellaswag
+    int32_t ending;
+    int32_t score;    // index into hellaswag_losses
+    ChoiceRow row;
+  };
+  std::vector<ChoiceExample> hellaswag;
+  std::vector<ChoiceRowRef> hellaswag_rows;
+  std::vector<EndingLoss> hellaswag_losses;
+  std::vector<int32_t> hellaswag_first;  // example i's endings: hellaswag_losses[first[i], first[i+1])
+  std::vector<float> row_loss;
+  int64_t hellaswag_total = 0, hellaswag_passes = 0;
   std::vector<int32_t> sample_context;  // what a sample starts from: a separator, then --sample-prompt's tokens
   TokenSampler sampler{{}};
   std::string resume_path;  // checkpoint to start from, "" for a fresh start
@@ -212,8 +229,9 @@ struct Trainer::Impl {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
+    if (cfg.sample_tokens > 0 || !cfg.hellaswag.empty()) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    if (!cfg.hellaswag.empty()) load_hellaswag();
     if (cfg.sample_tokens > 0) {
-      tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
       sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
       for (int id : tokenizer->encode(cfg.sample_prompt)) {
         if (id >= cfg.gpt.vocab_size)
@@ -505,6 +523,91 @@ struct Trainer::Impl {
     return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
   }
 
+  // Every rank reads the whole file (its errors then end every rank alike)
+  // and keeps its own examples.
+  void load_hellaswag() {
+    std::vector<ChoiceExample> all = read_hellaswag(cfg.hellaswag, *tokenizer, cfg.gpt.vocab_size, cfg.hellaswag_examples);
+    hellaswag_total = int64_t(all.size());
+    int64_t truncated = 0;
+    for (size_t e = 0; e < all.size(); ++e) {
+      for (size_t k = 0; k < all[e].endings.size(); ++k) truncated += choice_row(all[e], int(k), cfg.seq_len).truncated;
+      if (int64_t(e) % world == rank) hellaswag.push_back(std::move(all[e]));
+    }
+    for (size_t i = 0; i < hellaswag.size(); ++i) {
+      hellaswag_first.push_back(int32_t(hellaswag_losses.size()));
+      for (size_t k = 0; k < hellaswag[i].endings.size(); ++k) {
+        hellaswag_rows.push_back({int32_t(i), int32_t(k), int32_t(hellaswag_losses.size()),
+                                  choice_row(hellaswag[i], int(k), cfg.seq_len)});
+        hellaswag_losses.emplace_back();
+      }
+    }
+    hellaswag_first.push_back(int32_t(hellaswag_losses.size()));
+    std::stable_sort(hellaswag_rows.begin(), hellaswag_rows.end(),
+                     [](const ChoiceRowRef& a, const ChoiceRowRef& b) { return a.row.len > b.row.len; });
+    hellaswag_passes = (int64_t(hellaswag_rows.size()) + cfg.micro_batch - 1) / cfg.micro_batch;
+    bounded_allreduce(&hellaswag_passes, 1, MPI_INT64_T, MPI_MAX, base, "the HellaSwag passes over ranks");
+    row_loss.resize(size_t(cfg.micro_batch) * cfg.seq_len);
+    log0("hellaswag: {} examples from {}; {} passes of up to {} x {} tokens per rank{}", hellaswag_total, cfg.hellaswag,
+         hellaswag_passes, cfg.micro_batch, cfg.seq_len,
+         truncated ? fmt::format("; {} endings with their context cut to the last {} tokens (--seq-len)", truncated,
+                                 cfg.seq_len)
+                   : "");
+  }
+
+  // HellaSwag accuracy (io/hellaswag.hpp): each rank scores its examples'
+  // endings, B of them per pass, padded to the pass's longest; the counts
+  // are summed over ranks.
+  struct ChoiceScore {
+    double acc = 0, acc_norm = 0;
+  };
+  ChoiceScore evaluate_hellaswag() {
+    trace::Span t("hellaswag", "eval");
+    Strategy& S = *strategy;
+    const int64_t rows = int64_t(hellaswag_rows.size());
+    for (int64_t p = 0; p < hellaswag_passes; ++p) {
+      const int64_t begin = std::min(rows, p * cfg.micro_batch), end = std::min(rows, begin + cfg.micro_batch);
+      // A rank out of rows makes a one-token pass: its gathers are the others'.
+      const int B = std::max(1, int(end - begin));
+      // Lengths rounded up to 32 bound the shapes a GPU sees (one GEMM plan each).
+      const int Tn = begin == end ? 1 : std::min(cfg.seq_len, (hellaswag_rows[size_t(begin)].row.len + 31) / 32 * 32);
+      std::fill(tokens.begin(), tokens.begin() + int64_t(B) * Tn, 0);  // padding: after every row's positions
+      std::fill(targets.begin(), targets.begin() + int64_t(B) * Tn, 0);
+      for (int64_t r = begin; r < end; ++r) {
+        const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
+        fill_choice_row(hellaswag[size_t(x.example)], x.ending, x.row, tokens.data() + (r - begin) * Tn,
+                        targets.data() + (r - begin) * Tn);
+      }
+      model->set_shape(B, Tn);
+      model->set_batch(tokens.data(), targets.data());
+      forward_blocks();
+      model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
+      model->take_loss();
+      model->row_losses(row_loss.data());
+      S.release(F());
+      S.release(E());
+      for (int64_t r = begin; r < end; ++r) {
+        const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
+        hellaswag_losses[size_t(x.score)] =
+            ending_loss(x.row, std::span<const float>(row_loss.data() + (r - begin) * Tn, size_t(x.row.len)));
+      }
+    }
+    model->set_shape(cfg.micro_batch, cfg.seq_len);
+    int64_t right[2] = {0, 0};
+    for (size_t i = 0; i < hellaswag.size(); ++i) {
+      const ChoiceVerdict v = judge(hellaswag[i], std::span<const EndingLoss>(hellaswag_losses).subspan(
+                                                      size_t(hellaswag_first[i]),
+                                                      size_t(hellaswag_first[i + 1] - hellaswag_first[i])));
+      right[0] += v.correct;
+      right[1] += v.correct_norm;
+    }
+    bounded_allreduce(right, 2, MPI_INT64_T, MPI_SUM, base, "the HellaSwag counts over ranks");
+    return {double(right[0]) / double(hellaswag_total), double(right[1]) / double(hellaswag_total)};
+  }
+
+  void log_hellaswag(int step, const ChoiceScore& h) const {
+    log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples)", step, h.acc_norm, h.acc, hellaswag_total);
+  }
+
   // Every rank generates the same tokens (same seed): sharded parameters are
   // gathered collectively. Only rank 0 prints the result.
   std::string sample(int step) {
@@ -594,7 +697,8 @@ struct Trainer::Impl {
     log0("learning rate: {}", sched.describe());
     if (!threads_note.empty()) log0("threads: {}", threads_note);
     // Asked for, but switched off by another flag (a config file's value and a command line's, say).
-    if (cfg.eval_every > 0 && !val_loader) warn0("--eval-every {} without --val-data: there is no validation", cfg.eval_every);
+    if (cfg.eval_every > 0 && !val_loader && hellaswag_total == 0)
+      warn0("--eval-every {} without --val-data or --hellaswag: there is no validation", cfg.eval_every);
     if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
       warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
     if (val_loader) {
@@ -617,11 +721,12 @@ struct Trainer::Impl {
     }
     const int start_step = restore();
     if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
+    if (hellaswag_total > 0) log_hellaswag(start_step, evaluate_hellaswag());
     if (start_step >= cfg.steps) {
       // A checkpoint evaluated, not trained: its validation loss above, its sample below.
       log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
            cfg.steps);
-      if (tokenizer) log0("sample at step {}:\n{}", start_step, sample(start_step));
+      if (cfg.sample_tokens > 0) log0("sample at step {}:\n{}", start_step, sample(start_step));
     }
 
     TrainSummary sum;
@@ -724,11 +829,21 @@ struct Trainer::Impl {
       rec.comm_time_s = comm.time_s;
       rec.comm_exposed_s = comm.exposed_s;
       rec.skipped = skipped;
-      if (val_loader && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
+      const bool eval_now = (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last;
+      if (val_loader && eval_now) {
         const double vl = evaluate();
         rec.val_loss = vl;
         sum.final_val_loss = vl;
         log0("step {}: val loss {:.4f}", step + 1, vl);
+      }
+      if (hellaswag_total > 0 && eval_now) {
+        const ChoiceScore h = evaluate_hellaswag();
+        rec.hellaswag_acc = h.acc;
+        rec.hellaswag_acc_norm = h.acc_norm;
+        rec.hellaswag_examples = hellaswag_total;
+        sum.final_hellaswag_acc = h.acc;
+        sum.final_hellaswag_acc_norm = h.acc_norm;
+        log_hellaswag(step + 1, h);
       }
       metrics.write(rec);
       if ((step + 1) % cfg.log_every == 0 || last) {
@@ -751,7 +866,7 @@ struct Trainer::Impl {
           ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stopping))
         checkpoint(step + 1);
       if (stopping) break;  // no sample: the time before the scheduler's limit is short
-      if (tokenizer && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
+      if (cfg.sample_tokens > 0 && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
         const std::string text = sample(step + 1);
         log0("sample at step {}:\n{}", step + 1, text);
       }
@@ -804,16 +919,20 @@ struct Trainer::Impl {
                    {"exposed_comm_s", sum.exposed_s_per_step},
                    {"overlap", overlap},
                    {"final_loss", sum.losses.empty() ? 0.0 : sum.losses.back()},
-                   {"final_val_loss", sum.final_val_loss}});
+                   {"final_val_loss", sum.final_val_loss},
+                   {"final_hellaswag_acc", sum.final_hellaswag_acc},
+                   {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
     log0("summary ({} ranks, {}, mesh {}; steps after {} warm-up):", world, cfg.strategy, to_string(mesh.shape()),
          kWarmupSteps);
     log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
          sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,
          sum.model_state_bytes / 1048576.0);
-    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}",
+    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}{}",
          sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
          sum.losses.empty() ? 0.0 : sum.losses.back(),
-         sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "");
+         sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "",
+         sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
+                                           : "");
     return sum;
   }
 };

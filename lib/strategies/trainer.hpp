@@ -19,6 +19,7 @@ class DeviceBackend;  // strategies/unit_model.hpp
 struct TrainSummary {
   std::vector<double> losses, grad_norms;  // per optimizer step
   double final_val_loss = -1;
+  double final_hellaswag_acc = -1, final_hellaswag_acc_norm = -1;  // --hellaswag: the last evaluation's
   double tokens_per_s = 0;  // steady state: warm-up steps excluded
   double mfu = 0;
   double step_time_s = 0;

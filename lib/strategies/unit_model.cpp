@@ -1,5 +1,7 @@
 #include "strategies/unit_model.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace gpt {
@@ -24,6 +26,10 @@ class HostModel final : public UnitModel {
     loss_sum_ = 0;
     loss_calls_ = 0;
     return mean;
+  }
+  void row_losses(float* out) override {
+    const float* l = m_.row_losses();
+    std::copy(l, l + int64_t(m_.batch()) * m_.seq(), out);
   }
   void backward_final(const void* fin, void* fin_grad) override {
     m_.backward_final(f(fin), static_cast<float*>(fin_grad));

@@ -31,6 +31,9 @@ class UnitModel {
   // Mean loss of the forward_head calls since the last take_loss (the GPU
   // waits here: once per step).
   virtual double take_loss() = 0;
+  // Host copy of the last forward_head's per-position losses, B*T floats in
+  // batch order (evaluation: the GPU waits here).
+  virtual void row_losses(float* out) = 0;
   virtual void backward_final(const void* fin, void* fin_grad) = 0;
   virtual void backward_block(int layer, const void* block, void* block_grad) = 0;
   virtual void backward_embedding(void* emb_grad) = 0;

@@ -15,6 +15,9 @@ printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
 printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
+# HellaSwag examples (--hellaswag): line 2's label is not an ending's index.
+printf '{"ctx": "A man", "endings": ["sat", "ran"], "label": 1}\n{"ctx": "He", "endings": ["a", "b"], "label": 7}\n' \
+  > "$out/hellaswag_bad.jsonl"
 # Compressed JSON lines cut short, and a gzip stream with damaged bytes.
 command -v zstd > /dev/null || { echo "make_bad_data: no zstd (scripts/setup.sh installs it)" >&2; exit 1; }
 for i in $(seq 2000); do printf '{"text": "line %d of a document that repeats itself"}\n' "$i"; done > "$out/docs.jsonl"

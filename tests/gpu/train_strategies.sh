@@ -12,7 +12,12 @@
 #  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU; with
 #    the emulator, which can have several devices, 2 ranks too);
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
-#    within 2% under ddp on 1 rank.
+#    within 2% under ddp on 1 rank;
+#  * HellaSwag (--hellaswag; 32 examples made from random letters, so the
+#    scores are arbitrary and any error moves them; rows cut to seq_len):
+#    the fp32 GPU's accuracies equal the CPU's on 1 rank and zero3's on 2
+#    (the emulator exactly; a real GPU within 2 examples: near ties may
+#    fall either way), bf16's within 8.
 # Exits 77 (skipped) on a machine without a GPU.
 #   train_strategies.sh BUILD_DIR WORK_DIR [EMULATED_TRAINER]
 # With EMULATED_TRAINER (tests/gpt_train_emulated: the trainer on the CUDA
@@ -122,6 +127,30 @@ if [ -n "$emulated" ]; then
     compare gpu_bf16 "nccl_hybrid_np4_$order" 0.02
   done
 fi
+# HellaSwag: forward passes of 4 endings padded to the longest, per-position
+# losses downloaded; with zero3 one rank makes an empty pass at the end.
+python3 -c 'import random, sys; r = random.Random(3); open(sys.argv[1], "w").write("".join(r.choice("abcdefgh  ") for _ in range(20000)))' "$work/noise.txt"
+python3 "$here/../make_hellaswag.py" "$work/noise.txt" "$work/hellaswag.jsonl" 33 40
+hs=(--hellaswag "$work/hellaswag.jsonl" --steps 2 --micro-batch 4)
+compare_hellaswag() {  # REF RUN TOLERANCE: the last evaluation's accuracies
+  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" <<'PY'
+import json, sys
+a, b = ([r for r in map(json.loads, open(p)) if "hellaswag" in r][-1]["hellaswag"] for p in sys.argv[1:3])
+tol = float(sys.argv[3])
+print(f"{sys.argv[2].split('/')[-1]:<30} hellaswag acc_norm {b['acc_norm']:.4f} acc {b['acc']:.4f}, "
+      f"CPU {a['acc_norm']:.4f} {a['acc']:.4f} (tolerance {tol:g})")
+assert a["examples"] == b["examples"] == 33
+sys.exit(0 if all(abs(a[k] - b[k]) <= tol for k in ("acc", "acc_norm")) else 1)
+PY
+}
+hs_tol=0.061; [ -n "$emulated" ] && hs_tol=0  # 2 of 33 examples on a real GPU
+run hs_cpu 1 --device cpu "${hs[@]}"
+run hs_fp32 1 --device cuda --precision fp32 "${hs[@]}"
+compare_hellaswag hs_cpu hs_fp32 "$hs_tol"
+run hs_fp32_zero3_np2 2 --device cuda --precision fp32 --strategy zero3 "${hs[@]}"
+compare_hellaswag hs_cpu hs_fp32_zero3_np2 "$hs_tol"
+run hs_bf16_zero3_np2 2 --device cuda --strategy zero3 "${hs[@]}"
+compare_hellaswag hs_cpu hs_bf16_zero3_np2 0.25
 # Checkpoints of device state (bf16 parameters, fp32 master and moments
 # downloaded; uploaded and narrowed on resume): zero3 on 2 ranks saves at
 # step 4; resumed by zero3 on 2 ranks it continues exactly, by ddp on 1 rank

@@ -17,7 +17,13 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
 #include "io/token_shard.hpp"
+#include "model/gpt.hpp"
 #include "model/layout.hpp"
 #include "fixtures.hpp"
 #include "mpi_test_env.hpp"
@@ -122,6 +128,100 @@ TEST_F(Strategies, SameRunTwiceIsBitIdentical) {
   const Result a = train(c, MPI_COMM_WORLD), b = train(c, MPI_COMM_WORLD);
   EXPECT_EQ(a.sum.losses, b.sum.losses);
   EXPECT_EQ(a.params, b.params);
+}
+
+// A HellaSwag-format file of random byte strings: contexts of 5 to 70 bytes
+// (some rows exceed seq_len 64, so contexts are cut), 2 to 5 endings of 1 to
+// 12 bytes, 203 examples (not a multiple of any world size: some ranks make
+// empty passes). Written by rank 0.
+std::string choice_file() {
+  const std::string path = (fs::temp_directory_path() / "gpt_mpi_test_hellaswag.jsonl").string();
+  if (test::env().rank() == 0) {
+    std::mt19937 rng(7);
+    auto text = [&](int lo, int hi) {
+      std::string s(size_t(std::uniform_int_distribution<int>(lo, hi)(rng)), ' ');
+      for (char& c : s) c = char(std::uniform_int_distribution<int>('a', 'z')(rng));
+      return s;
+    };
+    std::ofstream out(path);
+    for (int e = 0; e < 203; ++e) {
+      nlohmann::json j = {{"ctx", text(5, 70)}, {"endings", nlohmann::json::array()}};
+      const int k = std::uniform_int_distribution<int>(2, 5)(rng);
+      for (int i = 0; i < k; ++i) j["endings"].push_back(text(1, 12));
+      j["label"] = std::uniform_int_distribution<int>(0, k - 1)(rng);
+      out << j.dump() << "\n";
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+// The trainer's HellaSwag (ranks splitting the examples, endings packed B
+// to a pass, padded, sharded parameters gathered) against the model run on
+// one sequence at a time, scored here from its own reading of the rule:
+// every target from the ending's first token on, the last seq_len pairs of
+// context ++ " " ++ ending. Both accuracies must match exactly: an
+// off-by-one position, a lost rank or a misplaced row changes scores.
+TEST_F(Strategies, HellaSwagEqualsOneSequenceAtATime) {
+  const std::string file = choice_file();
+  for (const Case& k : {Case{"zero3", "", "zero3", 0, false}, Case{"ddp", "", "zero3", 1, false}}) {
+    RunConfig c = base_config();
+    c.steps = 3;
+    c.gpt.seq_len = c.seq_len = 64;  // passes of 32 and 64 positions
+    c.strategy = k.strategy;
+    if (k.micro) c.micro_batch = k.micro;
+    c.hellaswag = file;
+    SCOPED_TRACE(fmt::format("{} micro {}", k.strategy, c.micro_batch));
+    const Result got = train(c, MPI_COMM_WORLD);
+
+    const ParamLayout layout(c.gpt);
+    GPT<float> m(layout, {1, c.seq_len}, nullptr);
+    std::vector<const float*> p;
+    for (const auto& u : got.params) p.push_back(u.data());
+    std::ifstream in(file);
+    int right = 0, right_norm = 0, n = 0, rules_differ = 0;
+    double closest = 1e9;  // the smallest gap between the best two endings
+    for (std::string line; std::getline(in, line); ++n) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      const std::string ctx = j["ctx"];
+      std::vector<double> sums, means;
+      for (const std::string e : j["endings"]) {
+        const std::string s = ctx + " " + e;
+        const size_t start = s.size() - 1 > size_t(c.seq_len) ? s.size() - 1 - size_t(c.seq_len) : 0;
+        std::vector<int32_t> tok, tgt;
+        for (size_t i = start; i + 1 < s.size(); ++i) {
+          tok.push_back(uint8_t(s[i]));
+          tgt.push_back(uint8_t(s[i + 1]));
+        }
+        m.set_shape(1, int(tok.size()));
+        forward_backward<float>(m, p, {}, tok.data(), tgt.data(), 0.f);
+        double sum = 0;
+        int count = 0;
+        for (size_t i = 0; i < tok.size(); ++i)
+          if (start + i + 1 >= ctx.size()) {  // the target is one of " " + e
+            sum += m.row_losses()[i];
+            ++count;
+          }
+        ASSERT_EQ(count, int(std::min(e.size() + 1, tok.size())));
+        sums.push_back(sum);
+        means.push_back(sum / count);
+      }
+      auto best = [&](const std::vector<double>& v) {
+        std::vector<double> sorted = v;
+        std::sort(sorted.begin(), sorted.end());
+        closest = std::min(closest, sorted[1] - sorted[0]);
+        return int(std::min_element(v.begin(), v.end()) - v.begin());
+      };
+      right += best(sums) == j["label"].get<int>();
+      right_norm += best(means) == j["label"].get<int>();
+      rules_differ += best(sums) != best(means);
+    }
+    ASSERT_EQ(n, 203);
+    EXPECT_GT(closest, 1e-4) << "a near tie: rounding could decide it";
+    EXPECT_DOUBLE_EQ(got.sum.final_hellaswag_acc, double(right) / n);
+    EXPECT_DOUBLE_EQ(got.sum.final_hellaswag_acc_norm, double(right_norm) / n);
+    EXPECT_GT(rules_differ, 0) << "the two rules should choose differently somewhere here";
+  }
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ nlohmann::json as_json(const StepRecord& r) {
                         {"peak", r.mem_peak}}},
                       {"comm", {{"bytes", r.comm_bytes}, {"time_s", r.comm_time_s}, {"exposed_s", r.comm_exposed_s}}}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
+  if (r.hellaswag_acc)
+    j["hellaswag"] = {{"acc", *r.hellaswag_acc}, {"acc_norm", *r.hellaswag_acc_norm}, {"examples", r.hellaswag_examples}};
   if (r.skipped) j["skipped"] = true;
   return j;
 }
@@ -55,6 +57,9 @@ TEST(Metrics, StepRecordIsWhatNlohmannJsonWrites) {
   records[0].comm_time_s = 1e-7;
   records[1] = {2, 3.0, 0.0, 1e300, -2.5e-5, 0, 12};  // whole numbers, exponents, a negative
   records[1].val_loss = 4.25;
+  records[1].hellaswag_acc = 2869 / 10042.0;  // --hellaswag
+  records[1].hellaswag_acc_norm = 0.25;
+  records[1].hellaswag_examples = 10042;
   records[2] = {3, std::numeric_limits<double>::quiet_NaN(), 1.0, std::numeric_limits<double>::infinity()};
   records[2].val_loss = -std::numeric_limits<double>::infinity();
   records[2].skipped = true;  // a step not applied (--skip-nonfinite)

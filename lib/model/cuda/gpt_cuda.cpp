@@ -192,6 +192,13 @@ double DeviceGPT<T>::take_loss() {
 }
 
 template <typename T>
+void DeviceGPT<T>::row_losses(float* out) {
+  const size_t N = size_t(B_) * size_t(T_);
+  GPT_CUDA_OK(cudaMemcpyAsync(out, losses_.data(), N * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  wait_stream(stream_, "evaluation losses");
+}
+
+template <typename T>
 void DeviceGPT<T>::backward_final(const T* fin, T* fin_grad) {
   const int64_t N = int64_t(B_) * T_, C = layout_.config().n_embd;
   GPT_CUDA_OK(cudaMemsetAsync(dresid_.data(), 0, size_t(N * C) * sizeof(T), stream_));

@@ -70,6 +70,9 @@ class DeviceGPT {
   // Mean loss over the rows of every forward_head since the last call.
   // Synchronises the stream.
   double take_loss();
+  // Host copy of the last forward_head's per-position losses (B*T floats).
+  // Synchronises the stream.
+  void row_losses(float* out);
 
   // Host logits[padded_vocab] of one row after a forward (sampling).
   void logits_row(const T* fin, const T* emb, int64_t row, float* out);
