@@ -5,7 +5,7 @@
 #   1. --val-batches 100 (400 sequences): a warning naming 400, 93 and the
 #      largest count that reads each sequence at most once (23);
 #   2. --val-batches 23 (92 sequences): no warning;
-#   3. --eval-every without --val-data and --sample-every with
+#   3. --eval-every without --val-data or --hellaswag and --sample-every with
 #      --sample-tokens 0 (tiny.toml's) warn that they do nothing.
 #   val_batches.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -21,9 +21,9 @@ grep -q 'warning.*validation: --val-batches 100 reads 400 sequences, but the val
   "$work/many.log" || { cat "$work/many.log"; fail "--val-batches 100: no warning"; }
 tiny_run_ok fit 2 "${val[@]}" --val-batches 23
 ! grep -q 'warning.*validation' "$work/fit.log" || { cat "$work/fit.log"; fail "--val-batches 23 warns"; }
-# 3. --eval-every without --val-data, and --sample-every with --sample-tokens 0, say that they do nothing.
+# 3. --eval-every without --val-data or --hellaswag, and --sample-every with --sample-tokens 0, say that they do nothing.
 tiny_run_ok off 2 --steps 2 --eval-every 1 --sample-every 1
-grep -q 'warning.*--eval-every 1 without --val-data: there is no validation' "$work/off.log" ||
+grep -q 'warning.*--eval-every 1 without --val-data or --hellaswag: there is no validation' "$work/off.log" ||
   { cat "$work/off.log"; fail "--eval-every without --val-data: no warning"; }
 grep -q 'warning.*--sample-every 1 with --sample-tokens 0: there are no samples' "$work/off.log" ||
   { cat "$work/off.log"; fail "--sample-every with --sample-tokens 0: no warning"; }
