@@ -1,7 +1,7 @@
 // plan: predicted memory, communication and step time of every strategy and
 // mesh for a model on a cluster, and the one to use. No MPI, no allocation:
 //   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB
-//     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing]
+//     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing] [--recompute gelu-ln]
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       vocab = 0, n_ctx = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
+  std::string recompute = "none";
   app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
   app.add_option("--n-layer", n_layer, "override the preset's layers");
   app.add_option("--n-head", n_head, "override the preset's heads");
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--reduce-dtype", reduce, "gradient reduction dtype with bf16: fp32 | bf16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--activation-checkpointing", ckpt, "keep one block's activations, recompute the rest");
+  app.add_option("--recompute", recompute, "activations recomputed in backward: none | gelu | gelu-ln")
+      ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
   app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
   app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
   app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     w.micro_batch = micro;
     w.accum = accum;
     w.activation_checkpointing = ckpt;
+    w.recompute = gpt::parse_recompute(recompute);
     w.threads = threads;
     if (precision.empty()) precision = device == "cuda" ? "bf16" : "fp32";
     w.format = precision == "bf16" ? NumericFormat::bf16(reduce == "fp32") : NumericFormat::fp32();
@@ -87,10 +91,12 @@ int main(int argc, char** argv) {
     c.headroom = headroom;
     const Plan p = make_plan(w, c);
     const ParamLayout layout(w.model);
+    const std::string memory_note = ckpt ? ", activation checkpointing"
+                                         : recompute != "none" ? ", recompute " + recompute : std::string();
     std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
                 w.model.vocab_size, w.seq_len, micro, accum, precision.c_str(),
-                ckpt ? ", activation checkpointing" : "");
+                memory_note.c_str());
     std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %.3g GB/s across\n\n",
                 ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,

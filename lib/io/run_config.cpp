@@ -159,6 +159,10 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.seed = parse_number<uint64_t>("seed", v); }},
       {"activation-checkpointing", "keep only block inputs; recompute blocks in backward", true,
        [](C& c, P&, S v) { c.activation_checkpointing = parse_bool("activation-checkpointing", v); }},
+      {"recompute",
+       "activations recomputed in backward instead of kept: none, gelu (GELU outputs: -27% per block) or gelu-ln "
+       "(also LayerNorm outputs: -40%)",
+       false, [](C& c, P&, S v) { c.recompute = parse_recompute(v); }},
       {"ckpt-dir", "directory of checkpoints (one step_NNNNNNNN directory each)", false,
        [](C& c, P&, S v) { c.ckpt_dir = v; }},
       {"ckpt-every", "checkpoint every N steps (0: only at the end)", false,
@@ -367,6 +371,7 @@ nlohmann::json RunConfig::to_json() const {
       {"skip_nonfinite", skip_nonfinite},
       {"seed", seed},
       {"activation_checkpointing", activation_checkpointing},
+      {"recompute", to_string(recompute)},
       {"ckpt_dir", ckpt_dir},
       {"ckpt_every", ckpt_every},
       {"keep_last", keep_last},

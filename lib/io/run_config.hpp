@@ -15,6 +15,7 @@
 
 #include "model/adamw.hpp"
 #include "model/config.hpp"
+#include "model/recompute.hpp"
 #include "model/schedule.hpp"
 
 namespace gpt {
@@ -61,6 +62,7 @@ struct RunConfig {
   int skip_nonfinite = 0;
   uint64_t seed = 1337;
   bool activation_checkpointing = false;
+  Recompute recompute = Recompute::kNone;  // activations recomputed in backward (model/recompute.hpp)
   // checkpoints
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)

@@ -14,24 +14,27 @@
 
 namespace gpt {
 
-// Everything one block saves for its backward.
+// Everything one block saves for its backward. With --recompute the
+// LayerNorm and GELU outputs are not among them (left empty; ln1_of etc.).
 template <typename T>
 struct GPT<T>::BlockActs {
   Buffer<T> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
-  BlockActs(int64_t N, int64_t C, int64_t att_elems, MemoryTracker* t) {
+  BlockActs(int64_t N, int64_t C, int64_t att_elems, Recompute r, MemoryTracker* t) {
     const auto A = MemCategory::kActivations;
-    ln1 = Buffer<T>(N * C, A, t);
+    if (!recomputes_ln(r)) {
+      ln1 = Buffer<T>(N * C, A, t);
+      ln2 = Buffer<T>(N * C, A, t);
+    }
     ln1_mean = Buffer<T>(N, A, t);
     ln1_rstd = Buffer<T>(N, A, t);
     qkv = Buffer<T>(N * 3 * C, A, t);
     att = Buffer<T>(att_elems, A, t);
     atty = Buffer<T>(N * C, A, t);
     res2 = Buffer<T>(N * C, A, t);
-    ln2 = Buffer<T>(N * C, A, t);
     ln2_mean = Buffer<T>(N, A, t);
     ln2_rstd = Buffer<T>(N, A, t);
     fch = Buffer<T>(N * 4 * C, A, t);
-    fch_gelu = Buffer<T>(N * 4 * C, A, t);
+    if (!recomputes_gelu(r)) fch_gelu = Buffer<T>(N * 4 * C, A, t);
   }
 };
 
@@ -44,10 +47,14 @@ GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tra
             "bad GPT shape B={} T={}", opt_.max_batch, opt_.max_seq);
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
   const int64_t att = int64_t(opt_.max_batch) * c.n_head * opt_.max_seq * opt_.max_seq;
+  if (opt_.activation_checkpointing) opt_.recompute = Recompute::kNone;  // whole blocks are recomputed anyway
   const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
-  for (int i = 0; i < nsets; ++i) blocks_.push_back(std::make_unique<BlockActs>(N, C, att, tracker));
+  for (int i = 0; i < nsets; ++i)
+    blocks_.push_back(std::make_unique<BlockActs>(N, C, att, opt_.recompute, tracker));
 
   const auto A = MemCategory::kActivations;
+  if (recomputes_ln(opt_.recompute)) shared_ln_ = Buffer<T>(N * C, A, tracker);
+  if (recomputes_gelu(opt_.recompute)) shared_gelu_ = Buffer<T>(N * 4 * C, A, tracker);
   resid_ = Buffer<T>((c.n_layer + 1) * N * C, A, tracker);
   lnf_ = Buffer<T>(N * C, A, tracker);
   lnf_mean_ = Buffer<T>(N, A, tracker);
@@ -89,6 +96,21 @@ typename GPT<T>::BlockActs& GPT<T>::acts(int l) {
 }
 
 template <typename T>
+T* GPT<T>::ln1_of(BlockActs& a) {
+  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln1.data();
+}
+
+template <typename T>
+T* GPT<T>::ln2_of(BlockActs& a) {
+  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln2.data();
+}
+
+template <typename T>
+T* GPT<T>::gelu_of(BlockActs& a) {
+  return recomputes_gelu(opt_.recompute) ? shared_gelu_.data() : a.fch_gelu.data();
+}
+
+template <typename T>
 void GPT<T>::set_decode(int pos) {
   const GPTConfig& c = layout_.config();
   GPT_CHECK(pos >= -1 && pos < opt_.max_seq, "decode position {} outside [-1, {})", pos, opt_.max_seq);
@@ -113,8 +135,9 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   const GPTConfig& c = layout_.config();
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
-  cpu::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
-  cpu::linear_forward(a.qkv.data(), a.ln1.data(), p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
+  T* ln1 = ln1_of(a);
+  cpu::layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
+  cpu::linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
   if (decode_pos_ < 0) {
     cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {B_, T_, C, c.n_head});
   } else {
@@ -131,10 +154,12 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   T* res2 = a.res2.data();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N * C; ++i) res2[i] += x[i];
-  cpu::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), res2, p + o.ln2_w, p + o.ln2_b, N, C);
-  cpu::linear_forward(a.fch.data(), a.ln2.data(), p + o.fc_w, p + o.fc_b, N, C, 4 * C);
-  cpu::gelu_forward(a.fch_gelu.data(), a.fch.data(), N * 4 * C);
-  cpu::linear_forward(out, a.fch_gelu.data(), p + o.fcproj_w, p + o.fcproj_b, N, 4 * C, C);
+  T* ln2 = ln2_of(a);
+  T* gelu = gelu_of(a);
+  cpu::layernorm_forward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), res2, p + o.ln2_w, p + o.ln2_b, N, C);
+  cpu::linear_forward(a.fch.data(), ln2, p + o.fc_w, p + o.fc_b, N, C, 4 * C);
+  cpu::gelu_forward(gelu, a.fch.data(), N * 4 * C);
+  cpu::linear_forward(out, gelu, p + o.fcproj_w, p + o.fcproj_b, N, 4 * C, C);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N * C; ++i) out[i] += res2[i];
 }
@@ -195,11 +220,17 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
     // to dbig_ (scratch, overwritten just below): resid(layer+1) is unchanged.
     block_forward(layer, p, a, x, dbig_.data());
   }
+  // --recompute: the same kernels on the same inputs give forward's values.
+  const bool re_ln = recomputes_ln(opt_.recompute);
+  if (recomputes_gelu(opt_.recompute)) cpu::gelu_forward(gelu_of(a), a.fch.data(), N * 4 * C);
+  if (re_ln)
+    cpu::layernorm_forward(ln2_of(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w,
+                           p + o.ln2_b, N, C);
   T* dres = dresid_.data();  // in: d(block output); out: d(block input)
-  cpu::linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, a.fch_gelu.data(), p + o.fcproj_w, N,
-                       4 * C, C);
+  cpu::linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, gelu_of(a), p + o.fcproj_w, N, 4 * C,
+                       C);
   cpu::gelu_backward(dbig_.data(), a.fch.data(), dbig_.data(), N * 4 * C);
-  cpu::linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), a.ln2.data(), p + o.fc_w, N, C, 4 * C);
+  cpu::linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), ln2_of(a), p + o.fc_w, N, C, 4 * C);
   // The residual passes d(out) through to res2; ln_2's branch adds to it.
   cpu::layernorm_backward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_.data(), a.res2.data(), p + o.ln2_w,
                           a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
@@ -207,7 +238,9 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
                        C, C);
   cpu::attention_backward(dqkv_.data(), dsmall_.data(), a.qkv.data(), a.att.data(), att_scratch_.data(),
                           scratch_threads_, {B_, T_, C, c.n_head});
-  cpu::linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), a.ln1.data(), p + o.qkv_w, N, C,
+  if (re_ln)  // the shared buffer held ln_2's output until here
+    cpu::layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
+  cpu::linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), ln1_of(a), p + o.qkv_w, N, C,
                        3 * C);
   cpu::layernorm_backward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_.data(), x, p + o.ln1_w, a.ln1_mean.data(),
                           a.ln1_rstd.data(), N, C);

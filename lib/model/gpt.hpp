@@ -21,6 +21,7 @@
 
 #include "core/memory.hpp"
 #include "model/layout.hpp"
+#include "model/recompute.hpp"
 
 namespace gpt {
 
@@ -29,6 +30,7 @@ struct GPTOptions {
   int max_seq = 0;    // 0: the model's seq_len
   bool activation_checkpointing = false;  // keep only block inputs; recompute in backward
   int64_t classifier_chunk_rows = 0;      // 0: automatic (~32 MiB of logits)
+  Recompute recompute = Recompute::kNone;  // see model/recompute.hpp; ignored with activation_checkpointing
 };
 
 template <typename T>
@@ -80,6 +82,11 @@ class GPT {
   struct BlockActs;
   T* resid(int l);
   BlockActs& acts(int l);
+  // Where block a's LayerNorm outputs and GELU output live: its own buffers,
+  // or with --recompute the buffers shared by all blocks.
+  T* ln1_of(BlockActs& a);
+  T* ln2_of(BlockActs& a);
+  T* gelu_of(BlockActs& a);
   void block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out);
   void final_ln(const T* fin);
 
@@ -94,6 +101,7 @@ class GPT {
   Buffer<T> resid_;       // (L+1) x [N, C]: block inputs and the last block's output
   Buffer<T> lnf_, lnf_mean_, lnf_rstd_, dlnf_, losses_, logits_;
   Buffer<T> dresid_, dbig_, dqkv_, dsmall_, att_scratch_;
+  Buffer<T> shared_ln_, shared_gelu_;  // --recompute: [N, C] and [N, 4C], written by every block
   Buffer<T> kv_;  // set_decode's cache: layer l, position t at (l * max_seq + t) * 2C: keys | values
 };
 

@@ -91,8 +91,14 @@ int64_t activation_bytes(const Workload& w) {
   // Saved per block (model/gpt.cpp BlockActs): ln1, atty, res2, ln2 (4NC),
   // qkv (3NC), fc and its GELU (8NC), four per-row LayerNorm statistics, and
   // the attention probabilities (B·H·T² on CPU; a log-sum-exp per row and
-  // head with a fused kernel).
-  const int64_t per_block = 15 * N * C + 4 * N + (w.format.flash_attention ? N * H : B * H * T * T);
+  // head with a fused kernel). --recompute keeps the GELU output (4NC) and
+  // the two LayerNorm outputs (2NC) in buffers shared by all blocks instead
+  // (4NC and one NC: ln_1's output is used up before ln_2's is written).
+  const Recompute r = w.activation_checkpointing ? Recompute::kNone : w.recompute;
+  const int64_t not_kept = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? 2 * N * C : 0);
+  const int64_t shared = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? N * C : 0);
+  const int64_t per_block =
+      15 * N * C - not_kept + 4 * N + (w.format.flash_attention ? N * H : B * H * T * T);
   const int64_t sets = w.activation_checkpointing ? 1 : L;
   // Always present: L+1 residual streams, ln_f output and statistics, the
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
@@ -105,7 +111,7 @@ int64_t activation_bytes(const Workload& w) {
                       : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + 3 * N + chunk * Vp +
                         (w.format.flash_attention ? 0 : T * T * std::max(1, w.threads));
-  return (sets * per_block + fixed) * w.format.act_bytes;
+  return (sets * per_block + shared + fixed) * w.format.act_bytes;
 }
 
 MemoryCost memory_cost(const Workload& w, const Placement& p) {

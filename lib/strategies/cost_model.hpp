@@ -17,6 +17,7 @@
 
 #include "comm/mesh.hpp"
 #include "model/config.hpp"
+#include "model/recompute.hpp"
 #include "strategies/strategy.hpp"
 
 namespace gpt {
@@ -40,6 +41,7 @@ struct Workload {
   int micro_batch = 1;  // sequences per rank per micro-batch
   int accum = 1;        // micro-batches per optimizer step
   bool activation_checkpointing = false;
+  Recompute recompute = Recompute::kNone;  // ignored with activation_checkpointing, as the model does
   int threads = 1;      // CPU attention scratch is per thread
   NumericFormat format = NumericFormat::fp32();
 };

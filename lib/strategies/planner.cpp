@@ -103,7 +103,8 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
     });
     plan.reasoning = fmt::format(
         "nothing fits: the smallest, {}, needs {} per rank against {} usable ({} x {:.0f}%). Lower "
-        "--micro-batch, turn on --activation-checkpointing, or add ranks.",
+        "--micro-batch, recompute activations (--recompute gelu-ln, then --activation-checkpointing), or add "
+        "ranks.",
         smallest->placement.name(), format_bytes(double(smallest->mem.total())), format_bytes(budget),
         format_bytes(double(c.device_memory)), 100 * c.headroom);
     return plan;

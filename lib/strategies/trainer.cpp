@@ -75,6 +75,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   w.micro_batch = c.micro_batch;
   w.accum = std::max(1, c.global_batch / std::max(1, c.micro_batch * world));
   w.activation_checkpointing = c.activation_checkpointing;
+  w.recompute = c.recompute;
   w.threads = num_threads();
   const bool cuda = c.device == DeviceKind::kCuda;
   if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
@@ -261,7 +262,9 @@ struct Trainer::Impl {
     MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
   }
 
-  GPTOptions model_options() const { return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0}; }
+  GPTOptions model_options() const {
+    return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute};
+  }
 
   // GPU communicators order their collectives against the compute stream.
   DeviceMesh2D& set_streams() {
@@ -701,6 +704,9 @@ struct Trainer::Impl {
       warn0("--eval-every {} without --val-data or --hellaswag: there is no validation", cfg.eval_every);
     if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
       warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
+    if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
+      warn0("--recompute {} with --activation-checkpointing: whole blocks are recomputed, so it changes nothing",
+            to_string(cfg.recompute));
     if (val_loader) {
       // The validation reads the same sequences at every evaluation; more
       // than the data hold wrap around and count some twice.

@@ -131,6 +131,78 @@ TEST(CudaModel, Fp32ShorterShapeCheckpointingChunksAndLogitsRow) {
   for (size_t j = V; j < Vp; ++j) EXPECT_EQ(got[j], -INFINITY) << "padded column " << j;
 }
 
+// Host copy of every unit's device gradient, widened to float.
+template <typename T>
+std::vector<std::vector<float>> host_grads(const ParamLayout& layout, DeviceReplicatedState<T>& st,
+                                           cudaStream_t stream) {
+  GPT_CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<std::vector<float>> out;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    const size_t n = size_t(layout.unit(u).numel);
+    std::vector<T> h(n);
+    GPT_CUDA_OK(cudaMemcpy(h.data(), st.grads()[u], n * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, bf16>) f[i] = __bfloat162float(h[i]);
+      else f[i] = h[i];
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// --recompute on the device: two micro-batches (the second's recomputation
+// must not read the first's leftovers) give the gradients of keeping every
+// activation, with 4 N·C (gelu) and 6 N·C (gelu-ln) elements per block
+// fewer. Not bit for bit on a GPU: forward's GELU comes from the cuBLASLt
+// epilogue, the recomputed one from the GELU kernel; both are GPT-2's tanh
+// GELU (gelu_epilogue_check.hpp) and differ by rounding, so fp32 is held to
+// 1e-5 and bf16 (a value rounded to 8 bits) to 1e-2. Reading a stale shared
+// buffer (another block's GELU or ln_2's output for ln_1's) is O(1) off.
+template <typename T>
+void check_recompute(double tol) {
+  Rig s;
+  const auto tok0 = tokens_for_step(0, s.cfg.vocab_size), tok1 = tokens_for_step(1, s.cfg.vocab_size);
+  const float scale = 1.f / (2 * kB * kT);
+  std::vector<std::vector<float>> want;
+  double want_loss = 0;
+  int64_t act[3];
+  const Recompute modes[] = {Recompute::kNone, Recompute::kGelu, Recompute::kGeluLn};
+  for (int k = 0; k < 3; ++k) {
+    SCOPED_TRACE(to_string(modes[k]));
+    DeviceReplicatedState<T> st(s.layout, s.host_params(), &s.alloc, s.stream);
+    GPTOptions opt{kB, kT};
+    opt.recompute = modes[k];
+    const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<T> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
+    act[k] = s.dev_tracker.bytes(MemCategory::kActivations) - before;
+    st.zero_grads();
+    const double loss = device_step(m, st, tok0, scale) + device_step(m, st, tok1, scale);
+    auto grads = host_grads(s.layout, st, s.stream);
+    if (k == 0) {
+      want = std::move(grads);
+      want_loss = loss;
+      continue;
+    }
+    EXPECT_EQ(loss, want_loss) << "forward is the same computation";
+    for (size_t u = 0; u < want.size(); ++u)
+      EXPECT_LE(rel_error(grads[u], want[u]), tol) << "gradient of unit " << s.layout.unit(u).name;
+  }
+  const int64_t NC = int64_t(kB) * kT * s.cfg.n_embd, L = s.cfg.n_layer, e = sizeof(T);
+  EXPECT_EQ(act[0] - act[1], (L - 1) * 4 * NC * e);
+  EXPECT_EQ(act[1] - act[2], (2 * L - 1) * NC * e);
+}
+
+TEST(CudaModel, RecomputeFp32) {
+  GPT_REQUIRE_GPU();
+  check_recompute<float>(1e-5);
+}
+
+TEST(CudaModel, RecomputeBf16) {
+  GPT_REQUIRE_GPU();
+  check_recompute<bf16>(1e-2);
+}
+
 // Trains 20 steps on the CPU (fp32) and on the GPU in T; returns both curves.
 template <typename T>
 void trajectories(std::vector<double>& cpu, std::vector<double>& gpu, double* gpu_act_bytes = nullptr) {

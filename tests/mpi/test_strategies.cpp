@@ -84,6 +84,7 @@ struct Case {
   std::string strategy, mesh, inner;
   int micro;  // 0: global / world (no accumulation)
   bool ckpt;
+  Recompute recompute = Recompute::kNone;  // the same gradients bit for bit: the same reference
 };
 
 std::vector<Case> cases() {
@@ -95,6 +96,8 @@ std::vector<Case> cases() {
   }
   c.push_back({"zero3", "", "zero3", 0, true});
   c.push_back({"ddp", "", "zero3", 0, true});
+  c.push_back({"zero3", "", "zero3", 1, false, Recompute::kGeluLn});
+  c.push_back({"ddp", "", "zero3", 0, false, Recompute::kGelu});
   if (W == 4) {
     for (std::string m : {"2x2", "1x4", "4x1"}) c.push_back({"hybrid", m, "zero3", 0, false});
     c.push_back({"hybrid", "2x2", "zero2", 0, false});
@@ -114,8 +117,9 @@ TEST_F(Strategies, EveryStrategyEqualsSingleRankTraining) {
     c.hybrid_inner = k.inner;
     if (k.micro) c.micro_batch = k.micro;
     c.activation_checkpointing = k.ckpt;
-    const std::string what = fmt::format("{} mesh '{}' inner {} micro {} ckpt {}", k.strategy, k.mesh, k.inner,
-                                         c.micro_batch, k.ckpt);
+    c.recompute = k.recompute;
+    const std::string what = fmt::format("{} mesh '{}' inner {} micro {} ckpt {} recompute {}", k.strategy, k.mesh,
+                                         k.inner, c.micro_batch, k.ckpt, to_string(k.recompute));
     SCOPED_TRACE(what);
     expect_equivalent(train(c, MPI_COMM_WORLD), reference(k.ckpt), what);
   }

@@ -42,13 +42,15 @@ TEST(RunConfig, TomlThenCommandLineOverrides) {
   {
     std::ofstream f(p);
     f << "model = \"tiny\"\nlr = 0.01\nglobal_batch = 32\nmicro-batch = 4\nactivation_checkpointing = true\n"
-         "data = \"a.bin\"\n";
+         "recompute = \"gelu-ln\"\ndata = \"a.bin\"\n";
   }
   auto c = parse({"--config", p.string(), "--lr", "0.002"});
   EXPECT_FLOAT_EQ(c.lr, 0.002f);
   EXPECT_EQ(c.global_batch, 32);
   EXPECT_EQ(c.micro_batch, 4);
   EXPECT_TRUE(c.activation_checkpointing);
+  EXPECT_EQ(c.recompute, Recompute::kGeluLn);
+  EXPECT_EQ(parse({"--data", "x", "--recompute", "gelu"}).recompute, Recompute::kGelu);
   EXPECT_EQ(c.data, "a.bin");
   {
     std::ofstream f(p);

@@ -7,8 +7,12 @@
 #include <cmath>
 #include <random>
 
+#include <fmt/format.h>
+#include <omp.h>
+
 #include "model/gpt.hpp"
 #include "model/init.hpp"
+#include "strategies/cost_model.hpp"
 
 namespace gpt {
 namespace {
@@ -53,11 +57,11 @@ double loss_of(GPT<double>& m, Fixture& f) {
   return forward_backward<double>(m, f.P(), {}, f.tokens.data(), f.targets.data(), 0.0);
 }
 
-void check_gradients(bool checkpointing) {
+void check_gradients(bool checkpointing, Recompute recompute = Recompute::kNone) {
   Fixture f;
   MemoryTracker mem;
   // Chunks of 3 rows: the fused classifier's chunk loop is exercised too.
-  GPT<double> m(f.layout, {f.B, f.cfg.seq_len, checkpointing, 3}, &mem);
+  GPT<double> m(f.layout, {f.B, f.cfg.seq_len, checkpointing, 3, recompute}, &mem);
   m.set_shape(f.B, f.T);
   const double N = f.B * f.T;
   forward_backward<double>(m, f.P(), f.G(), f.tokens.data(), f.targets.data(), 1.0 / N);
@@ -86,7 +90,7 @@ void check_gradients(bool checkpointing) {
         const double fd = (lp - lm) / (2 * h);
         const double an = f.grads[u][t.offset + i];
         EXPECT_NEAR(an, fd, 1e-7 * std::max(1.0, std::abs(fd)) + 1e-9)
-            << t.name << "[" << i << "] checkpointing=" << checkpointing;
+            << t.name << "[" << i << "] checkpointing=" << checkpointing << " recompute=" << to_string(recompute);
         ++checked;
       }
     }
@@ -100,6 +104,10 @@ void check_gradients(bool checkpointing) {
 
 TEST(ModelGradient, FiniteDifferencesEveryTensorKind) { check_gradients(false); }
 TEST(ModelGradient, FiniteDifferencesWithActivationCheckpointing) { check_gradients(true); }
+TEST(ModelGradient, FiniteDifferencesWithRecompute) {
+  check_gradients(false, Recompute::kGelu);
+  check_gradients(false, Recompute::kGeluLn);
+}
 
 // The input (embedding) path: gradient with respect to the residual stream
 // entering block 0, through everything above it, checked by moving wpe row t
@@ -160,6 +168,73 @@ TEST(ActivationCheckpointing, IdenticalGradientsAndLessMemory) {
   EXPECT_EQ(loss[0], loss[1]);
   for (size_t u = 0; u < grads[0].size(); ++u) EXPECT_EQ(grads[0][u], grads[1][u]) << "unit " << u;  // bitwise
   EXPECT_LT(act_bytes[1], act_bytes[0] * 2 / 3) << act_bytes[1] << " vs " << act_bytes[0];
+}
+
+// --recompute: the same loss and gradients as keeping everything, bit for
+// bit, with the activation memory the cost model predicts (exactly: it is
+// what the planner and `plan` report): 4 N·C (gelu) and 6 N·C (gelu-ln)
+// floats per block less, plus shared buffers of 4 N·C and N·C.
+TEST(Recompute, IdenticalGradientsAndTheMemoryTheCostModelPredicts) {
+  const int B = 3, T = 16;
+  GPTConfig cfg{4, 4, 32, T, 50};
+  ParamLayout layout(cfg);
+  std::vector<std::vector<float>> params;
+  for (const UnitSpec& u : layout.units()) {
+    params.emplace_back(u.numel);
+    init_unit(u, 9, params.back().data());
+  }
+  std::vector<const float*> P;
+  for (auto& p : params) P.push_back(p.data());
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    tok[i] = int32_t((i * 29 + 5) % 50);
+    tgt[i] = int32_t((i * 13 + 1) % 50);
+  }
+  struct Mode {
+    Recompute r;
+    bool ckpt;
+  };
+  const Mode modes[] = {{Recompute::kNone, false},
+                        {Recompute::kGelu, false},
+                        {Recompute::kGeluLn, false},
+                        {Recompute::kNone, true},
+                        {Recompute::kGeluLn, true}};
+  std::vector<std::vector<float>> want;
+  double want_loss = 0;
+  int64_t act[5];
+  for (int k = 0; k < 5; ++k) {
+    const Mode& md = modes[k];
+    SCOPED_TRACE(fmt::format("recompute {} checkpointing {}", to_string(md.r), md.ckpt));
+    MemoryTracker mem;
+    GPT<float> m(layout, {B, T, md.ckpt, 0, md.r}, &mem);
+    act[k] = mem.bytes(MemCategory::kActivations);
+    Workload w;
+    w.model = cfg;
+    w.seq_len = T;
+    w.micro_batch = B;
+    w.activation_checkpointing = md.ckpt;
+    w.recompute = md.r;
+    w.threads = omp_get_max_threads();
+    EXPECT_EQ(act[k], activation_bytes(w));
+    std::vector<std::vector<float>> grads;
+    std::vector<float*> G;
+    for (const UnitSpec& u : layout.units()) grads.emplace_back(u.numel, 0.f);
+    for (auto& g : grads) G.push_back(g.data());
+    // Two micro-batches: the second's recomputation must not see the first's leftovers.
+    double loss = forward_backward<float>(m, P, G, tok.data(), tgt.data(), 1.f / (B * T));
+    loss += forward_backward<float>(m, P, G, tgt.data(), tok.data(), 1.f / (B * T));
+    if (k == 0) {
+      want = grads;
+      want_loss = loss;
+      continue;
+    }
+    EXPECT_EQ(loss, want_loss);
+    for (size_t u = 0; u < want.size(); ++u) EXPECT_EQ(grads[u], want[u]) << "unit " << u;  // bitwise
+  }
+  const int64_t NC = int64_t(B) * T * cfg.n_embd, L = cfg.n_layer;
+  EXPECT_EQ(act[0] - act[1], (L - 1) * 4 * NC * 4);
+  EXPECT_EQ(act[1] - act[2], (2 * L - 1) * NC * 4);
+  EXPECT_EQ(act[4], act[3]);  // with checkpointing it is ignored
 }
 
 }  // namespace

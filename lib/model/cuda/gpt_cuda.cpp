@@ -9,25 +9,29 @@
 #include "model/cuda/check.hpp"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/elementwise.hpp"
+#include "model/cuda/gelu.hpp"
 #include "model/cuda/layernorm.hpp"
 
 namespace gpt::cuda {
 
 // Everything one block saves for its backward. Attention keeps only the
-// log-sum-exp per query row (lse), not the T x T probabilities.
+// log-sum-exp per query row (lse), not the T x T probabilities. With
+// --recompute the LayerNorm and GELU outputs are not kept (left empty).
 template <typename T>
 struct DeviceGPT<T>::BlockActs {
   DeviceBuffer<T> ln1, qkv, atty, res2, ln2, fch, fch_gelu;
   DeviceBuffer<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lse;
-  BlockActs(int64_t N, int64_t C, int64_t NH, DeviceAllocator* al) {
+  BlockActs(int64_t N, int64_t C, int64_t NH, Recompute r, DeviceAllocator* al) {
     const auto A = MemCategory::kActivations;
-    ln1 = DeviceBuffer<T>(N * C, A, al);
+    if (!recomputes_ln(r)) {
+      ln1 = DeviceBuffer<T>(N * C, A, al);
+      ln2 = DeviceBuffer<T>(N * C, A, al);
+    }
     qkv = DeviceBuffer<T>(N * 3 * C, A, al);
     atty = DeviceBuffer<T>(N * C, A, al);
     res2 = DeviceBuffer<T>(N * C, A, al);
-    ln2 = DeviceBuffer<T>(N * C, A, al);
     fch = DeviceBuffer<T>(N * 4 * C, A, al);
-    fch_gelu = DeviceBuffer<T>(N * 4 * C, A, al);
+    if (!recomputes_gelu(r)) fch_gelu = DeviceBuffer<T>(N * 4 * C, A, al);
     ln1_mean = DeviceBuffer<float>(N, A, al);
     ln1_rstd = DeviceBuffer<float>(N, A, al);
     ln2_mean = DeviceBuffer<float>(N, A, al);
@@ -52,9 +56,13 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
     throw ConfigError(fmt::format("invalid model for --device cuda: head size n_embd / n_head = {} (supported: 32, 64)",
                                   c.n_embd / c.n_head));
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
+  if (opt_.activation_checkpointing) opt_.recompute = Recompute::kNone;  // whole blocks are recomputed anyway
   const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
-  for (int i = 0; i < nsets; ++i) blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, alloc));
+  for (int i = 0; i < nsets; ++i)
+    blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, opt_.recompute, alloc));
   const auto A = MemCategory::kActivations;
+  if (recomputes_ln(opt_.recompute)) shared_ln_ = DeviceBuffer<T>(N * C, A, alloc);
+  if (recomputes_gelu(opt_.recompute)) shared_gelu_ = DeviceBuffer<T>(N * 4 * C, A, alloc);
   resid_ = DeviceBuffer<T>((c.n_layer + 1) * N * C, A, alloc);
   lnf_ = DeviceBuffer<T>(N * C, A, alloc);
   lnf_mean_ = DeviceBuffer<float>(N, A, alloc);
@@ -108,6 +116,21 @@ typename DeviceGPT<T>::BlockActs& DeviceGPT<T>::acts(int l) {
 }
 
 template <typename T>
+T* DeviceGPT<T>::ln1_of(BlockActs& a) {
+  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln1.data();
+}
+
+template <typename T>
+T* DeviceGPT<T>::ln2_of(BlockActs& a) {
+  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln2.data();
+}
+
+template <typename T>
+T* DeviceGPT<T>::gelu_of(BlockActs& a) {
+  return recomputes_gelu(opt_.recompute) ? shared_gelu_.data() : a.fch_gelu.data();
+}
+
+template <typename T>
 void DeviceGPT<T>::set_batch(const int32_t* tokens, const int32_t* targets) {
   const int64_t N = int64_t(B_) * T_;
   groups_.build(tokens, N);
@@ -135,14 +158,16 @@ void DeviceGPT<T>::block_forward(const T* p, BlockActs& a, const T* x, T* out) {
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
   cudaStream_t s = stream_;
-  layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
-  mm_->linear_forward(a.qkv.data(), a.ln1.data(), p + o.qkv_w, p + o.qkv_b, N, C, 3 * C, s);
+  T* ln1 = ln1_of(a);
+  T* ln2 = ln2_of(a);
+  T* gelu = gelu_of(a);
+  layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
+  mm_->linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C, s);
   attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s);
   mm_->linear_residual_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, x, N, C, C, s);
-  layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
-                    C, s);
-  mm_->linear_forward(a.fch.data(), a.ln2.data(), p + o.fc_w, p + o.fc_b, N, C, 4 * C, s, a.fch_gelu.data());
-  mm_->linear_residual_forward(out, a.fch_gelu.data(), p + o.fcproj_w, p + o.fcproj_b, a.res2.data(), N, 4 * C, C,
+  layernorm_forward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N, C, s);
+  mm_->linear_forward(a.fch.data(), ln2, p + o.fc_w, p + o.fc_b, N, C, 4 * C, s, gelu);
+  mm_->linear_residual_forward(out, gelu, p + o.fcproj_w, p + o.fcproj_b, a.res2.data(), N, 4 * C, C,
                                s);
 }
 
@@ -215,20 +240,28 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
   const T* x = resid(layer);
   BlockActs& a = acts(layer);
   if (opt_.activation_checkpointing) block_forward(p, a, x, dbig_.data());  // recompute; output is scratch
+  // --recompute: the GELU kernel (GPT-2's tanh GELU, as the fused epilogue
+  // computes it: gelu_epilogue_check.hpp) and LayerNorm again on kept inputs.
+  const bool re_ln = recomputes_ln(opt_.recompute);
+  if (recomputes_gelu(opt_.recompute)) gelu_forward(gelu_of(a), a.fch.data(), N * 4 * C, s);
+  if (re_ln)
+    layernorm_forward(ln2_of(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
+                      C, s);
   T* dres = dresid_.data();  // in: d(block output); out: d(block input)
   // d(fc pre-activation) = (dres W_fcproj) * GELU'(fch): the GELU gradient rides on the GEMM (DGELU epilogue).
-  mm_->linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, a.fch_gelu.data(), p + o.fcproj_w, N,
-                       4 * C, C, s, a.fch.data());
-  mm_->linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), a.ln2.data(), p + o.fc_w, N, C, 4 * C,
-                       s);
+  mm_->linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, gelu_of(a), p + o.fcproj_w, N, 4 * C, C,
+                       s, a.fch.data());
+  mm_->linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), ln2_of(a), p + o.fc_w, N, C, 4 * C, s);
   layernorm_backward(dres, g + o.ln2_w, g + o.ln2_b, ln_scratch_.data(), dsmall_.data(), a.res2.data(),
                      p + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N, C,
                        C, s);
   attention_backward(dqkv_.data(), att_scratch_.data(), dsmall_.data(), a.qkv.data(), a.atty.data(), a.lse.data(),
                      {B_, T_, C, c.n_head}, s);
-  mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), a.ln1.data(), p + o.qkv_w, N, C,
-                       3 * C, s);
+  if (re_ln)  // the shared buffer held ln_2's output until here
+    layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
+  mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), ln1_of(a), p + o.qkv_w, N, C, 3 * C,
+                       s);
   layernorm_backward(dres, g + o.ln1_w, g + o.ln1_b, ln_scratch_.data(), dsmall_.data(), x, p + o.ln1_w,
                      a.ln1_mean.data(), a.ln1_rstd.data(), N, C, s);
 }

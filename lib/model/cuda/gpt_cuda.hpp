@@ -81,6 +81,11 @@ class DeviceGPT {
   struct BlockActs;
   T* resid(int l);
   BlockActs& acts(int l);
+  // Where block a's LayerNorm and GELU outputs live: its own buffers, or
+  // with --recompute the buffers shared by all blocks (model/recompute.hpp).
+  T* ln1_of(BlockActs& a);
+  T* ln2_of(BlockActs& a);
+  T* gelu_of(BlockActs& a);
   void block_forward(const T* p, BlockActs& a, const T* x, T* out);
   void final_ln(const T* fin);
 
@@ -92,6 +97,7 @@ class DeviceGPT {
   int B_ = 0, T_ = 0;
   int64_t chunk_rows_ = 0, rows_in_loss_ = 0;
   std::vector<std::unique_ptr<BlockActs>> blocks_;
+  DeviceBuffer<T> shared_ln_, shared_gelu_;  // --recompute: [N, C] and [N, 4C], written by every block
   DeviceBuffer<T> resid_, lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
   DeviceBuffer<float> row_logits_;  // logits_row's fp32 copy; allocated on first use (sampling only)
