@@ -43,7 +43,8 @@ constexpr const char* kPhaseNames[kPhases] = {
 
 struct Args : bench::Shape {
   int steps = 20, warmup = 5;
-  bool recompute = false;
+  bool checkpointing = false;
+  std::string recompute = "none";
 };
 
 template <typename T>
@@ -66,7 +67,8 @@ nlohmann::json run(const Args& a) {
   GPTOptions opt;
   opt.max_batch = a.batch;
   opt.max_seq = a.seq;
-  opt.activation_checkpointing = a.recompute;
+  opt.activation_checkpointing = a.checkpointing;
+  opt.recompute = parse_recompute(a.recompute);
   cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
   host.clear();
 
@@ -136,8 +138,9 @@ nlohmann::json run(const Args& a) {
   const bool bf16 = a.precision == "bf16";
   const double peak = gpu_peak_flops(dev, bf16);
   const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
-  nlohmann::json j = {{"impl", "ours"}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
-                      {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"recompute", a.recompute},
+  nlohmann::json j = {{"impl", a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+                      {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
+                      {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
                       {"flops_per_token", train_flops_per_token(cfg, a.seq)},
                       {"mem_peak_bytes", tracker.peak()}, {"mem_reserved_bytes", alloc.reserved()},
@@ -182,7 +185,9 @@ int main(int argc, char** argv) {
   bench::add_shape_options(app, a, true);
   app.add_option("--steps", a.steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", a.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  app.add_flag("--recompute", a.recompute, "activation checkpointing");
+  app.add_flag("--activation-checkpointing", a.checkpointing, "keep block inputs only, recompute blocks");
+  app.add_option("--recompute", a.recompute, "activations recomputed in backward: none | gelu | gelu-ln")
+      ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -9,7 +9,8 @@
 # attention at the same shape (torch_gpu_attention.py: FlashAttention-2,
 # cuDNN), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
 # with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
-# (torch_gpu_gemm.py). Our step is also split into phases (forward, head,
+# (torch_gpu_gemm.py), and our step again with --recompute gelu-ln (its
+# time and memory against keeping every activation). Our step is also split into phases (forward, head,
 # backward, optimizer) with each one's model TFLOP/s. Prints tables and writes
 # $RESULTS_DIR/gpu-<device>-<date>.json (default bench/results/; device, date,
 # git revision, config, numbers). STEPS, WARMUP and ITERS shorten the runs
@@ -34,6 +35,8 @@ for mode in eager compile; do
     echo "warning: PyTorch $mode run failed; row left out" >&2
   fi
 done
+# The price of --recompute gelu-ln (llm.c's -r 2): less activation memory, a GELU and two LayerNorms more per block.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
 att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'
 att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters")" || att_torch='null'
 gemm="$(json_of "$build/bench/bench_gpu_gemm" "${shape[@]}" --iters "$iters")" || gemm='null'
@@ -50,11 +53,11 @@ ours = rows[0]
 # MFU per token/s on this device (our FLOPs per token / the device's peak).
 peak_ratio = ours["mfu"] / ours["tokens_per_s"] if ours["tokens_per_s"] else 0
 print(f"# {ours['model']} B={ours['batch']} T={ours['seq']} on {ours['device']}")
-print(f"# {'impl':<16} {'tok/s':>10} {'ms/step':>9} {'MFU':>7} {'vs ours':>8} {'peak mem':>10}")
+print(f"# {'impl':<24} {'tok/s':>10} {'ms/step':>9} {'MFU':>7} {'vs ours':>8} {'peak mem':>10}")
 for r in rows:
     r["mfu"] = r["tokens_per_s"] * peak_ratio
     rel = r["tokens_per_s"] / ours["tokens_per_s"]
-    print(f"  {r['impl']:<16} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
+    print(f"  {r['impl']:<24} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
 print(f"# our step by phase ({ours['step_ms']:.2f} ms/step)")
 print(f"  {'phase':<10} {'ms':>9} {'share':>7} {'TFLOP/s':>9}")
 for p in ours.get("phases", []):

@@ -42,6 +42,11 @@ for key in ("device", "date", "git_revision", "config", "rows", "attention", "ge
     assert key in r, f"results lack {key!r}"
 ours = r["rows"][0]
 assert ours["impl"] == "ours" and ours["model"] == "tiny" and ours["tokens_per_s"] > 0, ours
+# The --recompute gelu-ln row: 6 N*C bf16 elements per block fewer, less one N*C and 4 N*C shared (N = 2 * 64, C = 128, L = 4).
+re = [x for x in r["rows"] if x["impl"] == "ours-recompute-gelu-ln"]
+assert len(re) == 1 and re[0]["tokens_per_s"] > 0, r["rows"]
+saved = ours["mem_activations_bytes"] - re[0]["mem_activations_bytes"]
+assert saved == 2 * (4 * 6 - 5) * 128 * 128, (saved, ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
 assert all(p["ms"] > 0 for p in phases), phases
