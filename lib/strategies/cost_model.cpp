@@ -97,8 +97,11 @@ int64_t activation_bytes(const Workload& w) {
   const Recompute r = w.activation_checkpointing ? Recompute::kNone : w.recompute;
   const int64_t not_kept = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? 2 * N * C : 0);
   const int64_t shared = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? N * C : 0);
-  const int64_t per_block =
-      15 * N * C - not_kept + 4 * N + (w.format.flash_attention ? N * H : B * H * T * T);
+  // Per-row statistics (LayerNorm mean and rstd, the log-sum-exp, the row
+  // losses) are fp32 on a GPU in every format; on the CPU everything is T.
+  const int64_t stat_bytes = w.format.flash_attention ? 4 : w.format.act_bytes;
+  const int64_t per_block = 15 * N * C - not_kept + (w.format.flash_attention ? 0 : B * H * T * T);
+  const int64_t per_block_stats = 4 * N + (w.format.flash_attention ? N * H : 0);
   const int64_t sets = w.activation_checkpointing ? 1 : L;
   // Always present: L+1 residual streams, ln_f output and statistics, the
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
@@ -109,9 +112,9 @@ int64_t activation_bytes(const Workload& w) {
       std::min(N, w.format.flash_attention
                       ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
                       : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
-  const int64_t fixed = (L + 1) * N * C + 11 * N * C + 3 * N + chunk * Vp +
+  const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.flash_attention ? 0 : T * T * std::max(1, w.threads));
-  return (sets * per_block + shared + fixed) * w.format.act_bytes;
+  return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes;
 }
 
 MemoryCost memory_cost(const Workload& w, const Placement& p) {

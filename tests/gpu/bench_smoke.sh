@@ -11,9 +11,11 @@
 # both fused and through the kernel, each on the path it asked for), and the
 # three attention kernels, all with positive times. The timings themselves
 # mean nothing here.
-#   bench_smoke.sh SOURCE_DIR EMULATED_BENCH_DIR  (the programs are in EMULATED_BENCH_DIR/bench/)
+# Both rows' activation bytes must equal what `plan` predicts for the shape
+# (lib/strategies/cost_model.cpp), byte for byte.
+#   bench_smoke.sh SOURCE_DIR EMULATED_BENCH_DIR PLAN  (the programs are in EMULATED_BENCH_DIR/bench/)
 set -euo pipefail
-src="$1"; build="$2"
+src="$1"; build="$2"; plan="$3"
 out="$build/results"
 rm -rf "$out"
 mkdir -p "$out"
@@ -33,6 +35,10 @@ echo "PyTorch scripts run with: $py"
 RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
   { echo "FAILED: gpu_vs_torch.sh"; cat "$out/log.txt"; exit 1; }
 cat "$out/log.txt"
+for mode in none gelu-ln; do
+  "$plan" --model tiny --ranks 1 --device cuda --gpu H100 --precision bf16 --micro-batch 2 --seq-len 64 \
+    --recompute "$mode" --json "$out/plan-$mode.json" > /dev/null
+done
 python3 - "$out" "$py" <<'PY'
 import glob, json, sys
 files = glob.glob(f"{sys.argv[1]}/gpu-*.json")
@@ -47,6 +53,10 @@ re = [x for x in r["rows"] if x["impl"] == "ours-recompute-gelu-ln"]
 assert len(re) == 1 and re[0]["tokens_per_s"] > 0, r["rows"]
 saved = ours["mem_activations_bytes"] - re[0]["mem_activations_bytes"]
 assert saved == 2 * (4 * 6 - 5) * 128 * 128, (saved, ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
+for row, mode in ((ours, "none"), (re[0], "gelu-ln")):
+    predicted = json.load(open(f"{sys.argv[1]}/plan-{mode}.json"))["rows"][0]["mem"]["activations"]
+    assert row["mem_activations_bytes"] == predicted, (mode, row["mem_activations_bytes"], predicted)
+print("activation bytes as plan predicts:", ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
 assert all(p["ms"] > 0 for p in phases), phases
