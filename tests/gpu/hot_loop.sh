@@ -45,6 +45,7 @@ run() {  # NAME NP MICRO_BATCHES_PER_RANK ARGS...
 run ddp_bf16 1 4
 run ddp_fp32 1 4 --precision fp32
 run ddp_recompute 1 4 --activation-checkpointing
+run ddp_recompute_gelu_ln 1 4 --recompute gelu-ln
 export GPT_EMULATED_DEVICES=4  # one emulated GPU per rank, for NCCL
 for s in ddp zero1 zero2 zero3; do
   run "nccl_${s}_np2" 2 2 --comm nccl --strategy "$s"
