@@ -9,6 +9,21 @@
 #include "model/cpu/eigen_maps.hpp"
 
 namespace gpt::cpu {
+namespace {
+
+// Softmax of scale * row[0, n), in place: max-subtracted exponentials, then
+// the sum's reciprocal, in SIMD packets (Eigen's exp; std::exp was a scalar
+// libm call per score). scale > 0, so max(row) * scale is max(row * scale)
+// exactly. Shared by whole passes and the decoding cache, which must agree.
+template <typename T>
+void softmax_scaled(T* row, int64_t n, T scale) {
+  ArrMap<T> r(row, n);
+  const T mx = r.maxCoeff() * scale;
+  r = (r * scale - mx).exp();
+  r *= T(1) / r.sum();
+}
+
+}  // namespace
 
 // Heads are independent: the (b, h) loop is the parallel one and each small
 // product runs single-threaded inside it (Eigen does not nest parallelism).
@@ -27,15 +42,7 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& s) {
     p.noalias() = q * k.transpose();
     for (int64_t i = 0; i < Tn; ++i) {
       T* row = p.row(i).data();
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, row[j] * scale);
-      T sum = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        row[j] = std::exp(row[j] * scale - mx);
-        sum += row[j];
-      }
-      const T inv = T(1) / sum;
-      for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+      softmax_scaled(row, i + 1, scale);
       for (int64_t j = i + 1; j < Tn; ++j) row[j] = 0;
     }
     MapRS<T> y(out + b * Tn * C + h * hs, Tn, hs, Eigen::OuterStride<>(C));
@@ -43,9 +50,8 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& s) {
   }
 }
 
-// The same arithmetic as one row of attention_forward (max-subtracted
-// exponentials, then the sum's reciprocal), so a cached pass agrees with a
-// whole one up to the order of the products' sums.
+// The same arithmetic as one row of attention_forward (softmax_scaled), so
+// a cached pass agrees with a whole one up to the order of the products' sums.
 template <typename T>
 void attention_decode(T* out, T* scores, const T* q, const T* kv, int64_t P, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
@@ -56,15 +62,7 @@ void attention_decode(T* out, T* scores, const T* q, const T* kv, int64_t P, int
     CMapRS<T> v(kv + C + h * hs, P, hs, Eigen::OuterStride<>(2 * C));
     Vec<T> s(scores + h * P, P);
     s.noalias() = CVec<T>(q + h * hs, hs) * k.transpose();
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < P; ++j) mx = std::max(mx, s[j] * scale);
-    T sum = 0;
-    for (int64_t j = 0; j < P; ++j) {
-      s[j] = std::exp(s[j] * scale - mx);
-      sum += s[j];
-    }
-    const T inv = T(1) / sum;
-    for (int64_t j = 0; j < P; ++j) s[j] *= inv;
+    softmax_scaled(s.data(), P, scale);
     Vec<T>(out + h * hs, hs).noalias() = s * v;
   }
 }

@@ -21,14 +21,12 @@ void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierSha
     for (int64_t i = 0; i < rows; ++i) {
       T* l = logits.row(i).data();
       const int32_t tgt = a.targets[r0 + i];
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < s.V; ++j) mx = std::max(mx, l[j]);
-      T sum = 0;
-      for (int64_t j = 0; j < s.V; ++j) sum += std::exp(l[j] - mx);
-      const T lse = mx + std::log(sum);
+      ArrMap<T> row(l, s.V);  // the real vocabulary's columns
+      const T mx = row.maxCoeff();
+      const T lse = mx + std::log((row - mx).exp().sum());
       a.losses[r0 + i] = lse - l[tgt];
       if (grad) {
-        for (int64_t j = 0; j < s.V; ++j) l[j] = std::exp(l[j] - lse) * a.loss_scale;
+        row = (row - lse).exp() * a.loss_scale;
         l[tgt] -= a.loss_scale;
         for (int64_t j = s.V; j < s.Vp; ++j) l[j] = 0;
       }

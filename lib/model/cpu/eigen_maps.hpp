@@ -20,5 +20,9 @@ template <typename T>
 using CVec = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>;
 template <typename T>
 using Vec = Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>;
+// A row as an array: coefficient-wise exp, max and sum in SIMD packets
+// (Eigen's exp is vectorised; std::exp is a scalar libm call).
+template <typename T>
+using ArrMap = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
 
 }  // namespace gpt::cpu
