@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     w.threads = threads;
     if (precision.empty()) precision = device == "cuda" ? "bf16" : "fp32";
     w.format = precision == "bf16" ? NumericFormat::bf16(reduce == "fp32") : NumericFormat::fp32();
+    w.format.gpu = device == "cuda";
     if (!rpn) rpn = ranks;
     if (ranks % rpn)
       throw ConfigError(fmt::format("invalid ranks-per-node = {}: --ranks {} is not a multiple of it", rpn, ranks));

@@ -18,8 +18,8 @@ namespace gpt {
 // LayerNorm and GELU outputs are not among them (left empty; ln1_of etc.).
 template <typename T>
 struct GPT<T>::BlockActs {
-  Buffer<T> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
-  BlockActs(int64_t N, int64_t C, int64_t att_elems, Recompute r, MemoryTracker* t) {
+  Buffer<T> ln1, ln1_mean, ln1_rstd, qkv, lse, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  BlockActs(int64_t N, int64_t C, int64_t NH, Recompute r, MemoryTracker* t) {
     const auto A = MemCategory::kActivations;
     if (!recomputes_ln(r)) {
       ln1 = Buffer<T>(N * C, A, t);
@@ -28,7 +28,7 @@ struct GPT<T>::BlockActs {
     ln1_mean = Buffer<T>(N, A, t);
     ln1_rstd = Buffer<T>(N, A, t);
     qkv = Buffer<T>(N * 3 * C, A, t);
-    att = Buffer<T>(att_elems, A, t);
+    lse = Buffer<T>(N * NH, A, t);  // attention's log-sum-exp per row and head
     atty = Buffer<T>(N * C, A, t);
     res2 = Buffer<T>(N * C, A, t);
     ln2_mean = Buffer<T>(N, A, t);
@@ -46,11 +46,10 @@ GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tra
   GPT_CHECK(opt_.max_batch >= 1 && opt_.max_seq >= 1 && opt_.max_seq <= c.seq_len,
             "bad GPT shape B={} T={}", opt_.max_batch, opt_.max_seq);
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
-  const int64_t att = int64_t(opt_.max_batch) * c.n_head * opt_.max_seq * opt_.max_seq;
   if (opt_.activation_checkpointing) opt_.recompute = Recompute::kNone;  // whole blocks are recomputed anyway
   const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
   for (int i = 0; i < nsets; ++i)
-    blocks_.push_back(std::make_unique<BlockActs>(N, C, att, opt_.recompute, tracker));
+    blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, opt_.recompute, tracker));
 
   const auto A = MemCategory::kActivations;
   if (recomputes_ln(opt_.recompute)) shared_ln_ = Buffer<T>(N * C, A, tracker);
@@ -70,7 +69,7 @@ GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tra
   dqkv_ = Buffer<T>(N * 3 * C, A, tracker);
   dsmall_ = Buffer<T>(N * C, A, tracker);
   scratch_threads_ = omp_get_max_threads();
-  att_scratch_ = Buffer<T>(cpu::attention_scratch_per_thread(opt_.max_seq) * scratch_threads_, A, tracker);
+  att_scratch_ = Buffer<T>(cpu::attention_scratch(opt_.max_seq, c.n_head, scratch_threads_), A, tracker);
   set_shape(opt_.max_batch, opt_.max_seq);
 }
 
@@ -139,16 +138,18 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   cpu::layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
   cpu::linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
   if (decode_pos_ < 0) {
-    cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {B_, T_, C, c.n_head});
+    cpu::attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), att_scratch_.data(), scratch_threads_,
+                           {B_, T_, C, c.n_head});
   } else {
     // Each position's k | v are the last 2C columns of its qkv row.
     T* kv = kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C;
     for (int64_t t = 0; t < T_; ++t)
       std::copy_n(a.qkv.data() + t * 3 * C + C, 2 * C, kv + (decode_pos_ + t) * 2 * C);
     if (decode_pos_ == 0)
-      cpu::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), {1, T_, C, c.n_head});
+      cpu::attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), att_scratch_.data(), scratch_threads_,
+                             {1, T_, C, c.n_head});
     else
-      cpu::attention_decode(a.atty.data(), a.att.data(), a.qkv.data(), kv, decode_pos_ + 1, C, c.n_head);
+      cpu::attention_decode(a.atty.data(), att_scratch_.data(), a.qkv.data(), kv, decode_pos_ + 1, C, c.n_head);
   }
   cpu::linear_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, N, C, C);
   T* res2 = a.res2.data();
@@ -236,7 +237,7 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
                           a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   cpu::linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N,
                        C, C);
-  cpu::attention_backward(dqkv_.data(), dsmall_.data(), a.qkv.data(), a.att.data(), att_scratch_.data(),
+  cpu::attention_backward(dqkv_.data(), dsmall_.data(), a.qkv.data(), a.lse.data(), att_scratch_.data(),
                           scratch_threads_, {B_, T_, C, c.n_head});
   if (re_ln)  // the shared buffer held ln_2's output until here
     cpu::layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);

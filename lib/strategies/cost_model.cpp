@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/shard.hpp"
+#include "model/cpu/attention.hpp"
 #include "model/layout.hpp"
 
 namespace gpt {
@@ -19,7 +20,7 @@ NumericFormat NumericFormat::bf16(bool reduce_in_fp32) {
   f.optim_bytes = 12;  // fp32 master + m + v
   f.reduce_bytes = reduce_in_fp32 ? 4 : 2;
   f.act_bytes = 2;
-  f.flash_attention = true;
+  f.gpu = true;  // bf16 is a GPU format
   return f;
 }
 
@@ -90,8 +91,8 @@ int64_t activation_bytes(const Workload& w) {
                 L = c.n_layer, Vp = c.padded_vocab(), N = B * T;
   // Saved per block (model/gpt.cpp BlockActs): ln1, atty, res2, ln2 (4NC),
   // qkv (3NC), fc and its GELU (8NC), four per-row LayerNorm statistics, and
-  // the attention probabilities (B·H·T² on CPU; a log-sum-exp per row and
-  // head with a fused kernel). --recompute keeps the GELU output (4NC) and
+  // attention's log-sum-exp per row and head (flash-style on both devices:
+  // no T x T probabilities). --recompute keeps the GELU output (4NC) and
   // the two LayerNorm outputs (2NC) in buffers shared by all blocks instead
   // (4NC and one NC: ln_1's output is used up before ln_2's is written).
   const Recompute r = w.activation_checkpointing ? Recompute::kNone : w.recompute;
@@ -99,21 +100,20 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t shared = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? N * C : 0);
   // Per-row statistics (LayerNorm mean and rstd, the log-sum-exp, the row
   // losses) are fp32 on a GPU in every format; on the CPU everything is T.
-  const int64_t stat_bytes = w.format.flash_attention ? 4 : w.format.act_bytes;
-  const int64_t per_block = 15 * N * C - not_kept + (w.format.flash_attention ? 0 : B * H * T * T);
-  const int64_t per_block_stats = 4 * N + (w.format.flash_attention ? N * H : 0);
+  const int64_t stat_bytes = w.format.gpu ? 4 : w.format.act_bytes;
+  const int64_t per_block = 15 * N * C - not_kept;
+  const int64_t per_block_stats = 4 * N + N * H;
   const int64_t sets = w.activation_checkpointing ? 1 : L;
   // Always present: L+1 residual streams, ln_f output and statistics, the
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
   // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
-  // attention-backward scratch (T² per thread, CPU only).
+  // and on the CPU attention's scratch (model/cpu/attention.hpp).
   // The logits chunk: ~32 MiB on the CPU, 256 MiB on a GPU (model/cuda/gpt_cuda.cpp).
   const int64_t chunk =
-      std::min(N, w.format.flash_attention
-                      ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
-                      : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
+      std::min(N, w.format.gpu ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
+                               : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
-                        (w.format.flash_attention ? 0 : T * T * std::max(1, w.threads));
+                        (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes;
 }
 

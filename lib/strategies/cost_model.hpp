@@ -30,7 +30,7 @@ namespace gpt {
 struct NumericFormat {
   int param_bytes = 4, grad_bytes = 4, optim_bytes = 8, reduce_bytes = 4, act_bytes = 4;
   int accum_bytes = 4;  // sharded gradient accumulators (zero2/zero3): fp32 in every format
-  bool flash_attention = false;  // GPU: no T x T probabilities stored, only a log-sum-exp per row
+  bool gpu = false;  // the device model's layout: fp32 per-row statistics, 256 MiB logits chunks, no CPU scratch
   static NumericFormat fp32();
   static NumericFormat bf16(bool reduce_in_fp32 = true);
 };

@@ -79,7 +79,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   w.threads = num_threads();
   const bool cuda = c.device == DeviceKind::kCuda;
   if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
-  if (cuda) w.format.flash_attention = true;  // the CUDA attention keeps no T x T probabilities
+  w.format.gpu = cuda;
   ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
   if (!c.device_mem.empty()) cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
   const Plan plan = make_plan(w, cluster);
