@@ -3,6 +3,7 @@
 # python3-torch, OpenBLAS), same configurations, same thread count, one after
 # the other in one run. Prints a table and writes JSON to OUT (default
 # runs/bench/compare_cpu.json). Needs: scripts/setup.sh --with-torch.
+# CONFIGS picks configurations (default a,b,c; bench/train_throughput.cpp).
 #   bench/compare_cpu.sh [THREADS] [STEPS]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,8 +11,9 @@ threads="${1:-2}"; steps="${2:-5}"
 build="${BUILD_DIR:-$root/build}"
 out="${OUT:-$root/runs/bench/compare_cpu.json}"
 mkdir -p "$(dirname "$out")"
-ours="$(OMP_NUM_THREADS=$threads "$build/bench/train_throughput" --threads "$threads" --steps "$steps" | grep '^{')"
-theirs="$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/torch_train.py" --threads "$threads" --steps "$steps")"
+configs="${CONFIGS:-a,b,c}"
+ours="$(OMP_NUM_THREADS=$threads "$build/bench/train_throughput" --threads "$threads" --steps "$steps" --configs "$configs" | grep '^{')"
+theirs="$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$root/bench/torch_train.py" --threads "$threads" --steps "$steps" --configs "$configs")"
 python3 - "$out" <<PY
 import json, sys
 ours = [json.loads(l) for l in """$ours""".splitlines() if l.strip()]

@@ -3,7 +3,7 @@
 (Debian's python3-torch): forward, cross-entropy, backward, global-norm
 clipping, AdamW. Same configurations, same thread count; prints JSON lines.
 
-  bench/torch_train.py [--threads N] [--steps N] [--warmup N] [--configs a,b]
+  bench/torch_train.py [--threads N] [--steps N] [--warmup N] [--configs a,b,c]
 """
 import argparse
 import json
@@ -20,6 +20,7 @@ from torch_gpt import GPT  # noqa: E402
 CONFIGS = {
     "a": dict(n_layer=4, n_head=4, n_embd=256, n_ctx=256, vocab_size=256, B=8, T=256),
     "b": dict(n_layer=12, n_head=12, n_embd=768, n_ctx=256, vocab_size=50257, B=4, T=256),
+    "c": dict(n_layer=12, n_head=12, n_embd=768, n_ctx=1024, vocab_size=50257, B=1, T=1024),
 }
 
 
@@ -28,7 +29,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--configs", default="a,b")
+    ap.add_argument("--configs", default="a,b,c")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -2,10 +2,11 @@
 // measured in the same run, for the configurations of the foundation issue:
 //   (a) 4 layers, 4 heads, width 256, vocab 256, T=256, batch 8
 //   (b) gpt2-124m at T=256, batch 4
+//   (c) gpt2-124m at T=1024 (its own context), batch 1
 // A step is the whole optimizer step of the trainer (forward, backward,
 // global norm, clipping, AdamW). Prints a '#'-commented table, then one JSON
 // line per configuration (--json FILE also writes them to a file).
-//   train_throughput [--steps N] [--warmup N] [--threads N] [--configs a,b] [--json FILE]
+//   train_throughput [--steps N] [--warmup N] [--threads N] [--configs a,b,c] [--json FILE]
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -86,12 +87,12 @@ nlohmann::json run(const BenchConfig& bc, int warmup, int steps, bool ckpt, doub
 int main(int argc, char** argv) {
   CLI::App app{"train_throughput: single-rank CPU training throughput and MFU"};
   int steps = 5, warmup = 2, threads = 0;
-  std::string configs = "a,b", json_path;
+  std::string configs = "a,b,c", json_path;
   bool ckpt = false;
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed warm-up steps");
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
-  app.add_option("--configs", configs, "comma-separated: a, b");
+  app.add_option("--configs", configs, "comma-separated: a, b, c");
   app.add_option("--json", json_path, "also write the JSON lines here");
   app.add_flag("--activation-checkpointing", ckpt, "recompute blocks in backward");
   CLI11_PARSE(app, argc, argv);
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
   std::vector<BenchConfig> all = {
       {"a", gpt::GPTConfig{4, 4, 256, 256, 256}, 8, 256},
       {"b", [] { auto c = gpt::preset("gpt2-124m"); c.seq_len = 256; return c; }(), 4, 256},
+      {"c", gpt::preset("gpt2-124m"), 1, 1024},  // GPT-2's own context
   };
   const double peak = gpt::cpu::measure_gemm_peak(1024, 5);
   std::vector<nlohmann::json> results;
