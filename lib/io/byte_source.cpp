@@ -81,6 +81,10 @@ class GzipSource final : public ByteSource {
         z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
         z_.avail_in = static_cast<uInt>(got);
       }
+      if (!member_open_ && z_.next_in[0] == 0) {  // not a member's magic (1f 8b): padding
+        skip_zero_padding();
+        return want - z_.avail_out;
+      }
       member_open_ = true;
       const int ret = inflate(&z_, Z_NO_FLUSH);
       if (ret == Z_STREAM_END) {  // a member ended: another may follow
@@ -96,6 +100,24 @@ class GzipSource final : public ByteSource {
   bool plain() const override { return false; }
 
  private:
+  // Zero bytes after the last member (tape blocks, some archivers' padding)
+  // end the stream, as gzip itself accepts them; anything else there is
+  // damage. Consumes the input to its end.
+  void skip_zero_padding() {
+    for (;;) {
+      const Bytef* p = z_.next_in;
+      if (std::any_of(p, p + z_.avail_in, [](Bytef b) { return b != 0; }))
+        throw DataError(fmt::format("{}: damaged gzip stream: non-zero bytes in the zero padding after its last member",
+                                    path_));
+      z_.avail_in = 0;
+      const size_t got = file_.read(buf_.data(), buf_.size());
+      if (got == 0) return;
+      read_ += got;
+      z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
+      z_.avail_in = static_cast<uInt>(got);
+    }
+  }
+
   std::string path_;
   File file_;
   std::vector<char> buf_;

@@ -26,3 +26,5 @@ zstd -q -c "$out/docs.jsonl" > "$out/cut.jsonl.zst"
 truncate -s -100 "$out/cut.jsonl.gz" "$out/cut.jsonl.zst"
 gzip -c "$out/docs.jsonl" > "$out/damaged.jsonl.gz"
 printf 'XXXXXXXXXXXXXXXX' | dd of="$out/damaged.jsonl.gz" bs=1 seek=200 conv=notrunc status=none
+# Zero padding after the last member is accepted; a non-zero byte in it is not.
+(gzip -c "$out/docs.jsonl"; head -c 100 /dev/zero; printf 'x') > "$out/padjunk.jsonl.gz"

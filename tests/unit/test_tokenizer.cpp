@@ -214,7 +214,8 @@ TEST_F(Gpt2Test, PrepareDataReadsJsonLinesDocuments) {
   EXPECT_EQ(shard_ids(out / "v" / "v_val_000000.bin"), doc_ids(first_val, docs.size()));
 
   // Compressed: gzip and zstd, as one stream and as two concatenated ones
-  // (cat a.gz b.gz), found by their bytes; `auto` sees JSON lines through
+  // (cat a.gz b.gz), gzip also with zero padding after its last member (more
+  // than one 64 KiB read of it, as gzip accepts), found by their bytes; `auto` sees JSON lines through
   // .json.gz (C4's names) and .jsonl.zst (the Pile's). The validation split
   // is measured in compressed bytes and falls between documents.
   if (!GPT_PREPARE_DATA_COMPRESSED) {
@@ -227,10 +228,11 @@ TEST_F(Gpt2Test, PrepareDataReadsJsonLinesDocuments) {
   const std::string d = out.string();
   const std::string make = fmt::format(
       "cd {0} && gzip -c docs.jsonl > c4.json.gz && (gzip -c h1.jsonl; gzip -c h2.jsonl) > two.json.gz && "
+      "(cat two.json.gz; head -c 70000 /dev/zero) > padded.json.gz && "
       "zstd -q -c docs.jsonl > pile.jsonl.zst && (zstd -q -c h1.jsonl; zstd -q -c h2.jsonl) > two.jsonl.zst",
       d);
   ASSERT_EQ(std::system(make.c_str()), 0) << make << " (gzip and zstd: scripts/setup.sh installs them)";
-  for (const char* name : {"c4.json.gz", "two.json.gz", "pile.jsonl.zst", "two.jsonl.zst"}) {
+  for (const char* name : {"c4.json.gz", "two.json.gz", "padded.json.gz", "pile.jsonl.zst", "two.jsonl.zst"}) {
     SCOPED_TRACE(name);
     const fs::path dir = out / (std::string(name) + ".out");
     ASSERT_EQ(prepare(fmt::format("--input {} --out {} --name z --val-fraction 0 --threads 2", (out / name).string(),
