@@ -41,7 +41,7 @@ class UnitModel {
   virtual void logits_row(const void* fin, const void* emb, int64_t row, float* out) = 0;
   // Incremental passes with a key/value cache (GPT::set_decode's contract).
   // Returns false, and changes nothing, where the model has no cache (the
-  // GPU model: a whole pass over the context is a millisecond there).
+  // device model past cuda::attention_decode_max_positions()).
   virtual bool set_decode(int /*pos*/) { return false; }
 };
 

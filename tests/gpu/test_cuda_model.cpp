@@ -203,6 +203,59 @@ TEST(CudaModel, RecomputeBf16) {
   check_recompute<bf16>(1e-2);
 }
 
+// The key/value cache (set_decode) on the device: a prompt pass of 20
+// tokens, then one token at a time to position 49 of the 64 the buffers
+// hold, each position's logits against a whole pass over the same context
+// on the same model. fp32 is held to 1e-5 relative (the same arithmetic up
+// to the order of the attention's sums); bf16 to 2e-2 (the cached pass's
+// attention output is an fp32 sum in another order rounded to bf16: a
+// rounding of 2^-9 carried through the later layers). A cache row written
+// at the wrong position, a missing position offset or a stale key is O(1)
+// off. Whole passes in between leave the cache as it was. Head sizes 32
+// (tiny's 4 heads) and 64 (2 heads), the two the kernels take.
+template <typename T>
+void check_decode(int n_head, double tol) {
+  SCOPED_TRACE(::testing::Message() << n_head << " heads");
+  GPTConfig cfg = preset("tiny");
+  cfg.n_head = n_head;
+  Rig s(cfg);
+  DeviceReplicatedState<T> st(s.layout, s.host_params(), &s.alloc, s.stream);
+  DeviceGPT<T> m(s.layout, {kB, kT}, &s.alloc, &s.mm, s.stream);
+  const ParamLayout& L = s.layout;
+  const auto& P = st.params();
+  const auto tok = tokens_for_step(5, s.cfg.vocab_size);
+  const size_t Vp = size_t(s.cfg.padded_vocab()), V = size_t(s.cfg.vocab_size);
+  auto pass = [&](int first, int len) {  // the positions [first, len); the last one's logits
+    m.set_shape(1, len - first);
+    m.set_batch(tok.data() + first, nullptr);
+    m.forward_embedding(P[L.embedding_unit()]);
+    for (int l = 0; l < s.cfg.n_layer; ++l) m.forward_block(l, P[L.block_unit(l)]);
+    std::vector<float> out(Vp);
+    m.logits_row(P[L.final_unit()], P[L.embedding_unit()], len - first - 1, out.data());
+    out.resize(V);
+    return out;
+  };
+  constexpr int kPrompt = 20, kEnd = 50;
+  for (int len = kPrompt; len <= kEnd; ++len) {
+    const int first = len == kPrompt ? 0 : len - 1;
+    ASSERT_TRUE(m.set_decode(first));
+    const auto cached = pass(first, len);
+    ASSERT_TRUE(m.set_decode(-1));
+    const auto whole = pass(0, len);
+    EXPECT_LE(rel_error(cached, whole), tol) << "position " << len - 1;
+  }
+}
+
+TEST(CudaModel, DecodeCacheFp32) {
+  GPT_REQUIRE_GPU();
+  for (int n_head : {4, 2}) check_decode<float>(n_head, 1e-5);
+}
+
+TEST(CudaModel, DecodeCacheBf16) {
+  GPT_REQUIRE_GPU();
+  for (int n_head : {4, 2}) check_decode<bf16>(n_head, 2e-2);
+}
+
 // Trains 20 steps on the CPU (fp32) and on the GPU in T; returns both curves.
 template <typename T>
 void trajectories(std::vector<double>& cpu, std::vector<double>& gpu, double* gpu_act_bytes = nullptr) {

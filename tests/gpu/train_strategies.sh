@@ -13,6 +13,8 @@
 #    the emulator, which can have several devices, 2 ranks too);
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
 #    within 2% under ddp on 1 rank;
+#  * samples through the device's key/value cache equal the CPU's
+#    (the emulator; a real GPU may break a near tie) and zero3's on 2 ranks;
 #  * HellaSwag (--hellaswag; 32 examples made from random letters, so the
 #    scores are arbitrary and any error moves them; rows cut to seq_len):
 #    the fp32 GPU's accuracies equal the CPU's on 1 rank and zero3's on 2
@@ -127,6 +129,35 @@ if [ -n "$emulated" ]; then
     compare gpu_bf16 "nccl_hybrid_np4_$order" 0.02
   done
 fi
+# Samples through the device's key/value cache, 40 tokens on a context of
+# 32 (past it the window slides: whole passes), at steps 4 and 8, drawn at
+# temperature 1 from the seeded generator (a greedy sample of this barely
+# trained model is all spaces, which would prove nothing): zero3 on 2 ranks,
+# which gathers every block again for each token, equals 1 GPU rank
+# exactly; the fp32 GPU's text equals the CPU's on the emulator (on a real
+# GPU a draw that falls within ~1e-6 of a boundary between two tokens may
+# go the other way, so there the texts must only be as long).
+smp=(--sample-tokens 40 --sample-temperature 1 --sample-every 4)
+run smp_cpu 1 --device cpu "${smp[@]}"
+run smp_fp32 1 --device cuda --precision fp32 "${smp[@]}"
+run smp_fp32_zero3_np2 2 --device cuda --precision fp32 --strategy zero3 "${smp[@]}"
+python3 - "$work" "${emulated:+exact}" <<'PY'
+import re, sys
+work, exact = sys.argv[1], sys.argv[2] == "exact"
+def samples(name):  # each sample's text: from its heading to the next log line
+    log = open(f"{work}/{name}.log", "rb").read().decode("latin-1")  # byte tokens: any byte
+    found = re.findall(r"sample at step (\d+):\n(.*?)(?=\n\[\d\d:\d\d:\d\d|\Z)", log, re.S)
+    assert [s for s, _ in found] == ["4", "8"], f"{name}: samples at steps {[s for s, _ in found]}"
+    return [t for _, t in found]
+cpu, gpu, zero3 = samples("smp_cpu"), samples("smp_fp32"), samples("smp_fp32_zero3_np2")
+assert zero3 == gpu, f"zero3 on 2 ranks sampled {zero3!r}, 1 GPU rank {gpu!r}"
+if exact:
+    assert gpu == cpu, f"the GPU sampled {gpu!r}, the CPU {cpu!r}"
+else:
+    assert [len(t) for t in gpu] == [len(t) for t in cpu], (gpu, cpu)
+assert len(set(cpu[1])) > 3, f"a sample that proves little: {cpu[1]!r}"
+print(f"samples: GPU (cached) {'equal to' if gpu == cpu else 'differ from'} the CPU's; zero3 on 2 ranks equal: {gpu[1]!r}")
+PY
 # HellaSwag: forward passes of 4 endings padded to the longest, per-position
 # losses downloaded; with zero3 one rank makes an empty pass at the end.
 python3 -c 'import random, sys; r = random.Random(3); open(sys.argv[1], "w").write("".join(r.choice("abcdefgh  ") for _ in range(20000)))' "$work/noise.txt"

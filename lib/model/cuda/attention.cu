@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_decode_kernels.cuh"
 #include "model/cuda/attention_simt_kernels.cuh"
 #include "model/cuda/attention_tc.hpp"
 #include "model/cuda/check.hpp"
@@ -89,6 +90,20 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
   backward_hs<T, 64>(dqkv, delta, dout, qkv, lse, s, stream);
 }
 
+int64_t attention_decode_max_positions() { return detail::kDecodeMaxKeys; }
+
+template <typename T>
+void attention_decode(T* out, const T* q, const T* kv, int64_t P, int64_t C, int64_t NH, cudaStream_t stream) {
+  require_head_size({1, 1, C, NH});
+  if (P < 1 || P > detail::kDecodeMaxKeys)
+    throw_error("attention_decode over " + std::to_string(P) + " positions: 1 to " +
+                std::to_string(detail::kDecodeMaxKeys) + " supported");
+  const int hs = int(C / NH);
+  const auto kernel = hs == 32 ? detail::attention_decode_kernel<T, 32> : detail::attention_decode_kernel<T, 64>;
+  detail::launch_kernel(kernel, dim3(unsigned(NH)), detail::kDecodeThreads, 0, stream, out, q, kv, int(P), int(C),
+                        1.f / sqrtf(float(hs)));
+}
+
 template void attention_forward<float>(float*, float*, const float*, const AttentionShape&, cudaStream_t,
                                        AttentionKernel);
 template void attention_forward<bf16>(bf16*, float*, const bf16*, const AttentionShape&, cudaStream_t,
@@ -97,5 +112,8 @@ template void attention_backward<float>(float*, float*, const float*, const floa
                                         const AttentionShape&, cudaStream_t, AttentionKernel);
 template void attention_backward<bf16>(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*,
                                        const AttentionShape&, cudaStream_t, AttentionKernel);
+
+template void attention_decode<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, cudaStream_t);
+template void attention_decode<bf16>(bf16*, const bf16*, const bf16*, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace gpt::cuda

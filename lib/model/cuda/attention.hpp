@@ -50,4 +50,12 @@ template <typename T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                         const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto);
 
+// One new position of an incremental (key/value-cached) pass, for sampling
+// (model/cpu/attention.hpp attention_decode's contract): out[C] from the
+// new position's queries q[C] against kv[P, 2C], the keys then values of
+// positions [0, P), the new one included. P <= attention_decode_max_positions().
+int64_t attention_decode_max_positions();
+template <typename T>
+void attention_decode(T* out, const T* q, const T* kv, int64_t P, int64_t C, int64_t NH, cudaStream_t stream);
+
 }  // namespace gpt::cuda

@@ -77,6 +77,15 @@ class DeviceGPT {
   // Host logits[padded_vocab] of one row after a forward (sampling).
   void logits_row(const T* fin, const T* emb, int64_t row, float* out);
 
+  // Incremental passes with a key/value cache, GPT::set_decode's contract:
+  // pos = 0 starts one (the next pass is 1 sequence of its first tokens),
+  // pos > 0 makes the next pass the 1 token at position pos, attending to the
+  // cached [0, pos) and itself; -1 returns to whole passes. The cache (L x
+  // max_seq x 2C, scratch) is allocated on first use. Returns false, and
+  // stays with whole passes, where the decoding kernel does not apply
+  // (max_seq above attention_decode_max_positions()).
+  bool set_decode(int pos);
+
  private:
   struct BlockActs;
   T* resid(int l);
@@ -86,7 +95,7 @@ class DeviceGPT {
   T* ln1_of(BlockActs& a);
   T* ln2_of(BlockActs& a);
   T* gelu_of(BlockActs& a);
-  void block_forward(const T* p, BlockActs& a, const T* x, T* out);
+  void block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out);
   void final_ln(const T* fin);
 
   const ParamLayout& layout_;
@@ -101,6 +110,8 @@ class DeviceGPT {
   DeviceBuffer<T> resid_, lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
   DeviceBuffer<float> row_logits_;  // logits_row's fp32 copy; allocated on first use (sampling only)
+  DeviceBuffer<T> kv_;              // set_decode's key/value cache; allocated on first use (sampling only)
+  int decode_pos_ = -1;             // -1: whole passes
   DeviceBuffer<double> loss_sum_, sum_scratch_;
   DeviceBuffer<int32_t> batch_;  // tokens [N] | targets [N] | token groups
   TokenGroups groups_;

@@ -135,6 +135,7 @@ class DeviceModel final : public UnitModel {
   void logits_row(const void* fin, const void* emb, int64_t row, float* out) override {
     m_.logits_row(t(fin), t(emb), row, out);
   }
+  bool set_decode(int pos) override { return m_.set_decode(pos); }
 
  private:
   static const T* t(const void* p) { return static_cast<const T*>(p); }

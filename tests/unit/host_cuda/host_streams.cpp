@@ -400,6 +400,17 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (bytes) host_cuda::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind, cudaStream_t stream) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  count_copy(dst, src);
+  if (width && height)
+    host_cuda::enqueue(stream, [=] {
+      for (size_t r = 0; r < height; ++r)
+        std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+    });
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   host_cuda::count_call("sync.memcpy");
   count_copy(dst, src);
