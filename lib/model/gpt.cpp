@@ -38,6 +38,16 @@ struct GPT<T>::BlockActs {
   }
 };
 
+void check_decode_position(int pos, int max_seq) {
+  GPT_CHECK(pos >= -1 && pos < max_seq, "decode position {} outside [-1, {})", pos, max_seq);
+}
+
+void check_decode_pass(int pos, int B, int T, int max_seq) {
+  GPT_CHECK(pos < 0 || (B == 1 && (pos == 0 || T == 1) && pos + T <= max_seq),
+            "a decoding pass at position {} is 1 sequence of its first tokens or of 1 token, not B={} T={}", pos, B,
+            T);
+}
+
 template <typename T>
 GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker)
     : layout_(layout), opt_(opt), tracker_(tracker) {
@@ -112,9 +122,9 @@ T* GPT<T>::gelu_of(BlockActs& a) {
 template <typename T>
 void GPT<T>::set_decode(int pos) {
   const GPTConfig& c = layout_.config();
-  GPT_CHECK(pos >= -1 && pos < opt_.max_seq, "decode position {} outside [-1, {})", pos, opt_.max_seq);
+  check_decode_position(pos, opt_.max_seq);
   if (pos >= 0 && kv_.size() == 0)
-    kv_ = Buffer<T>(size_t(c.n_layer) * opt_.max_seq * 2 * c.n_embd, MemCategory::kScratch, tracker_);
+    kv_ = Buffer<T>(size_t(decode_cache_elems(c, opt_.max_seq)), MemCategory::kScratch, tracker_);
   decode_pos_ = pos;
 }
 
@@ -122,9 +132,7 @@ template <typename T>
 void GPT<T>::forward_embedding(const T* emb, const int32_t* tokens) {
   const int64_t C = layout_.config().n_embd;
   const int64_t pos = std::max(decode_pos_, 0);
-  GPT_CHECK(decode_pos_ < 0 || (B_ == 1 && (pos == 0 || T_ == 1) && pos + T_ <= opt_.max_seq),
-            "a decoding pass at position {} is 1 sequence of its first tokens or of 1 token, not B={} T={}", pos,
-            B_, T_);
+  check_decode_pass(decode_pos_, B_, T_, opt_.max_seq);
   cpu::embedding_forward(resid(0), tokens, emb + layout_.wte_offset(), emb + layout_.wpe_offset() + pos * C, B_,
                          T_, C);
 }
@@ -137,20 +145,18 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   T* ln1 = ln1_of(a);
   cpu::layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
   cpu::linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
-  if (decode_pos_ < 0) {
-    cpu::attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), att_scratch_.data(), scratch_threads_,
-                           {B_, T_, C, c.n_head});
-  } else {
-    // Each position's k | v are the last 2C columns of its qkv row.
-    T* kv = kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C;
+  // A decoding pass stores each position's k | v (the last 2C columns of its
+  // qkv row) in the cache; its first pass (pos 0) is a whole pass, a later
+  // one token attending to the cache.
+  T* kv = decode_pos_ >= 0 ? kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C : nullptr;
+  if (kv)
     for (int64_t t = 0; t < T_; ++t)
       std::copy_n(a.qkv.data() + t * 3 * C + C, 2 * C, kv + (decode_pos_ + t) * 2 * C);
-    if (decode_pos_ == 0)
-      cpu::attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), att_scratch_.data(), scratch_threads_,
-                             {1, T_, C, c.n_head});
-    else
-      cpu::attention_decode(a.atty.data(), att_scratch_.data(), a.qkv.data(), kv, decode_pos_ + 1, C, c.n_head);
-  }
+  if (decode_pos_ <= 0)
+    cpu::attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), att_scratch_.data(), scratch_threads_,
+                           {B_, T_, C, c.n_head});
+  else
+    cpu::attention_decode(a.atty.data(), att_scratch_.data(), a.qkv.data(), kv, decode_pos_ + 1, C, c.n_head);
   cpu::linear_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, N, C, C);
   T* res2 = a.res2.data();
 #pragma omp parallel for schedule(static)

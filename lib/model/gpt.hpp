@@ -33,6 +33,16 @@ struct GPTOptions {
   Recompute recompute = Recompute::kNone;  // see model/recompute.hpp; ignored with activation_checkpointing
 };
 
+// set_decode's contract, checked alike by GPT and cuda::DeviceGPT: a
+// position in [-1, max_seq), and a decoding pass (pos >= 0) of 1 sequence,
+// its first tokens at pos 0 or 1 token later, inside max_seq.
+void check_decode_position(int pos, int max_seq);
+void check_decode_pass(int pos, int B, int T, int max_seq);
+// Elements of the key/value cache: layer l, position t at (l * max_seq + t) * 2C.
+inline int64_t decode_cache_elems(const GPTConfig& c, int max_seq) {
+  return int64_t(c.n_layer) * max_seq * 2 * c.n_embd;
+}
+
 template <typename T>
 class GPT {
  public:

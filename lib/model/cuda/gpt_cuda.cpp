@@ -149,13 +149,13 @@ void DeviceGPT<T>::set_batch(const int32_t* tokens, const int32_t* targets) {
 template <typename T>
 bool DeviceGPT<T>::set_decode(int pos) {
   const GPTConfig& c = layout_.config();
-  GPT_CHECK(pos >= -1 && pos < opt_.max_seq, "decode position {} outside [-1, {})", pos, opt_.max_seq);
+  check_decode_position(pos, opt_.max_seq);
   if (opt_.max_seq > attention_decode_max_positions()) {
     decode_pos_ = -1;
     return false;
   }
   if (pos >= 0 && kv_.size() == 0)
-    kv_ = DeviceBuffer<T>(size_t(c.n_layer) * opt_.max_seq * 2 * c.n_embd, MemCategory::kScratch, alloc_);
+    kv_ = DeviceBuffer<T>(size_t(decode_cache_elems(c, opt_.max_seq)), MemCategory::kScratch, alloc_);
   decode_pos_ = pos;
   return true;
 }
@@ -164,9 +164,7 @@ template <typename T>
 void DeviceGPT<T>::forward_embedding(const T* emb) {
   const int64_t C = layout_.config().n_embd;
   const int64_t pos = std::max(decode_pos_, 0);
-  GPT_CHECK(decode_pos_ < 0 || (B_ == 1 && (pos == 0 || T_ == 1) && pos + T_ <= opt_.max_seq),
-            "a decoding pass at position {} is 1 sequence of its first tokens or of 1 token, not B={} T={}", pos,
-            B_, T_);
+  check_decode_pass(decode_pos_, B_, T_, opt_.max_seq);
   embedding_forward(resid(0), batch_.data(), emb + layout_.wte_offset(), emb + layout_.wpe_offset() + pos * C, B_,
                     T_, C, stream_);
 }
@@ -182,19 +180,17 @@ void DeviceGPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x
   T* gelu = gelu_of(a);
   layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
   mm_->linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C, s);
-  if (decode_pos_ < 0) {
-    attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s);
-  } else {
-    // Each position's k | v are the last 2C columns of its qkv row: one
-    // strided copy into the layer's cache rows [pos, pos + T).
-    T* kv = kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C;
+  // A decoding pass stores each position's k | v (the last 2C columns of its
+  // qkv row) in the cache, one strided copy; its first pass (pos 0) is a
+  // whole pass, a later one token attending to the cache.
+  T* kv = decode_pos_ >= 0 ? kv_.data() + int64_t(layer) * opt_.max_seq * 2 * C : nullptr;
+  if (kv)
     GPT_CUDA_OK(cudaMemcpy2DAsync(kv + int64_t(decode_pos_) * 2 * C, 2 * C * sizeof(T), a.qkv.data() + C,
                                   3 * C * sizeof(T), 2 * C * sizeof(T), size_t(T_), cudaMemcpyDeviceToDevice, s));
-    if (decode_pos_ == 0)
-      attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {1, T_, C, c.n_head}, s);
-    else
-      attention_decode(a.atty.data(), a.qkv.data(), kv, int64_t(decode_pos_) + 1, C, c.n_head, s);
-  }
+  if (decode_pos_ <= 0)
+    attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s);
+  else
+    attention_decode(a.atty.data(), a.qkv.data(), kv, int64_t(decode_pos_) + 1, C, c.n_head, s);
   mm_->linear_residual_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, x, N, C, C, s);
   layernorm_forward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N, C, s);
   mm_->linear_forward(a.fch.data(), ln2, p + o.fc_w, p + o.fc_b, N, C, 4 * C, s, gelu);
