@@ -2,6 +2,7 @@
 // mesh for a model on a cluster, and the one to use. No MPI, no allocation:
 //   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB
 //     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing] [--recompute gelu-ln]
+//     [--sample-tokens 0]
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Predict memory, communication and step time per strategy; recommend one."};
   std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
   int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
-      vocab = 0, n_ctx = 0;
+      vocab = 0, n_ctx = 0, sample_tokens = 64;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
   std::string recompute = "none";
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
   app.add_flag("--activation-checkpointing", ckpt, "keep one block's activations, recompute the rest");
   app.add_option("--recompute", recompute, "activations recomputed in backward: none | gelu | gelu-ln")
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
+  app.add_option("--sample-tokens", sample_tokens,
+                 "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
   app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
   app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
     w.activation_checkpointing = ckpt;
     w.recompute = gpt::parse_recompute(recompute);
     w.threads = threads;
+    w.samples = sample_tokens > 0;
     if (precision.empty()) precision = device == "cuda" ? "bf16" : "fp32";
     w.format = precision == "bf16" ? NumericFormat::bf16(reduce == "fp32") : NumericFormat::fp32();
     w.format.gpu = device == "cuda";

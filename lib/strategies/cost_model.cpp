@@ -7,6 +7,7 @@
 
 #include "core/shard.hpp"
 #include "model/cpu/attention.hpp"
+#include "model/gpt.hpp"
 #include "model/layout.hpp"
 
 namespace gpt {
@@ -149,6 +150,8 @@ MemoryCost memory_cost(const Workload& w, const Placement& p) {
     else if (s.S > 1 || s.R > 1) m.buffers += f.reduce_bytes * all_units;
   }
   m.activations = activation_bytes(w);
+  if (w.samples) m.sample_cache = decode_cache_elems(w.model, w.seq_len > 0 ? w.seq_len : w.model.seq_len) *
+                                  w.format.act_bytes;
   return m;
 }
 

@@ -43,6 +43,10 @@ struct Workload {
   bool activation_checkpointing = false;
   Recompute recompute = Recompute::kNone;  // ignored with activation_checkpointing, as the model does
   int threads = 1;      // CPU attention scratch is per thread
+  // The run draws samples (--sample-tokens > 0): their key/value cache,
+  // L x T x 2C elements of the activation type, stays allocated from the
+  // first sample on (model/gpt.hpp decode_cache_elems).
+  bool samples = false;
   NumericFormat format = NumericFormat::fp32();
 };
 
@@ -62,8 +66,9 @@ Placement make_placement(StrategyKind kind, StrategyKind inner, MeshShape mesh, 
 
 struct MemoryCost {
   int64_t params = 0, grads = 0, optim = 0, activations = 0, buffers = 0;
+  int64_t sample_cache = 0;  // Workload::samples: sampling's key/value cache
   int64_t model_state() const { return params + grads + optim; }
-  int64_t total() const { return model_state() + activations + buffers; }
+  int64_t total() const { return model_state() + activations + buffers + sample_cache; }
 };
 
 struct CommCost {

@@ -103,10 +103,14 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
     });
     plan.reasoning = fmt::format(
         "nothing fits: the smallest, {}, needs {} per rank against {} usable ({} x {:.0f}%). Lower "
-        "--micro-batch, recompute activations (--recompute gelu-ln, then --activation-checkpointing), or add "
+        "--micro-batch, recompute activations (--recompute gelu-ln, then --activation-checkpointing), {}or add "
         "ranks.",
         smallest->placement.name(), format_bytes(double(smallest->mem.total())), format_bytes(budget),
-        format_bytes(double(c.device_memory)), 100 * c.headroom);
+        format_bytes(double(c.device_memory)), 100 * c.headroom,
+        smallest->mem.sample_cache > 0
+            ? fmt::format("draw no samples (--sample-tokens 0: {} of key/value cache), ",
+                          format_bytes(double(smallest->mem.sample_cache)))
+            : std::string());
     return plan;
   }
   const PlanRow& b = plan.rows[size_t(plan.best)];
@@ -133,15 +137,16 @@ std::string format_plan(const Plan& p) {
     return gib ? fmt::format("{:.2f}", double(x) / 0x1p30) : fmt::format("{:.1f}", double(x) / 0x1p20);
   };
   std::string s = fmt::format(
-      "| strategy | params | grads | optim | activations | buffers | total {0} | fits | comm/step {0} (intra / inter) "
-      "| compute s | exposed comm s | step s | tokens/s |\n"
-      "|---|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n",
+      "| strategy | params | grads | optim | activations | buffers | sample cache | total {0} | fits "
+      "| comm/step {0} (intra / inter) | compute s | exposed comm s | step s | tokens/s |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n",
       unit);
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const PlanRow& r = p.rows[i];
-    s += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} ({} / {}) | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",
+    s += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({} / {}) | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",
                      r.placement.name(), int(i) == p.best ? " **(recommended)**" : "", b(r.mem.params),
-                     b(r.mem.grads), b(r.mem.optim), b(r.mem.activations), b(r.mem.buffers), b(r.mem.total()),
+                     b(r.mem.grads), b(r.mem.optim), b(r.mem.activations), b(r.mem.buffers), b(r.mem.sample_cache),
+                     b(r.mem.total()),
                      r.fits ? "yes" : "no", b(r.comm.bytes), b(r.comm.intra_bytes), b(r.comm.inter_bytes),
                      r.compute_s, r.exposed_s, r.step_s, r.tokens_per_s);
   }
@@ -166,6 +171,7 @@ nlohmann::json plan_to_json(const Plan& p) {
                       {"optim", r.mem.optim},
                       {"activations", r.mem.activations},
                       {"buffers", r.mem.buffers},
+                      {"sample_cache", r.mem.sample_cache},
                       {"model_state", r.mem.model_state()},
                       {"total", r.mem.total()}}},
                     {"comm",

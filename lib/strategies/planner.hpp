@@ -18,7 +18,7 @@
 //               parameter all-gather wait for the backward to end;
 //   step      = compute + exposed.
 // A placement fits when params + grads + optimizer + activations + buffers
-// stay under `headroom` of the device memory (the rest is left for the
+// (+ sampling's key/value cache when the run samples) stay under `headroom` of the device memory (the rest is left for the
 // allocator's fragmentation, library workspaces and the framework).
 #pragma once
 

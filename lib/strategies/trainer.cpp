@@ -77,6 +77,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   w.activation_checkpointing = c.activation_checkpointing;
   w.recompute = c.recompute;
   w.threads = num_threads();
+  w.samples = c.sample_tokens > 0;
   const bool cuda = c.device == DeviceKind::kCuda;
   if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
   w.format.gpu = cuda;

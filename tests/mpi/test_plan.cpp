@@ -55,6 +55,7 @@ Workload workload_of(const RunConfig& c, int W) {
   w.accum = c.global_batch / (c.micro_batch * W);
   w.activation_checkpointing = c.activation_checkpointing;
   w.threads = 1;
+  w.samples = c.sample_tokens > 0;
   return w;
 }
 
@@ -87,6 +88,34 @@ TEST(Planner, PredictionsEqualMeasuredForEveryStrategy) {
                    what, got.model_state_bytes, mem.model_state(), got.comm_bytes_per_step, comm.bytes,
                    got.activation_bytes, mem.activations, got.buffer_bytes, mem.buffers);
     }
+  }
+}
+
+// Sampling's key/value cache stays allocated from the first sample on: a
+// run that samples after its first step peaks higher by exactly what the
+// planner counts for it, whatever the strategy (zero3 gathers into the
+// buffers training already holds).
+TEST(Planner, CountsSamplingsKeyValueCacheAsMeasured) {
+  const int W = test::env().size();
+  for (const Case& k : cases(W)) {
+    if (k.strategy != "ddp" && k.strategy != "zero3") continue;
+    RunConfig c = test::small_run();
+    c.steps = 2;
+    c.strategy = k.strategy;
+    const std::string what = k.strategy;
+    SCOPED_TRACE(what);
+    const TrainSummary quiet = Trainer(c, MPI_COMM_WORLD).run();
+    c.sample_every = 1;
+    c.sample_tokens = 3;
+    const TrainSummary sampled = Trainer(c, MPI_COMM_WORLD).run();
+    const Placement p = placement_of(k, W);
+    const MemoryCost with = memory_cost(workload_of(c, W), p);
+    c.sample_tokens = 0;
+    const MemoryCost without = memory_cost(workload_of(c, W), p);
+    EXPECT_EQ(without.sample_cache, 0);
+    EXPECT_EQ(with.sample_cache, int64_t(c.gpt.n_layer) * c.seq_len * 2 * c.gpt.n_embd * int64_t(sizeof(float)));
+    EXPECT_EQ(with.total() - without.total(), with.sample_cache);
+    EXPECT_EQ(sampled.peak_bytes - quiet.peak_bytes, with.sample_cache);
   }
 }
 
