@@ -186,6 +186,8 @@ std::string latest_checkpoint(const std::string& ckpt_dir) {
 
 std::string not_a_checkpoint(const std::string& path) {
   if (!fs::exists(path)) return "no such checkpoint";
+  if (!fs::is_directory(path))
+    return "a file, not a checkpoint (a checkpoint is a directory ckpt_step_N holding state.h5 and COMPLETE)";
   if (fs::exists(fs::path(path) / "state.h5")) return "";
   if (const std::string newest = latest_checkpoint(path); !newest.empty())
     return fmt::format("a directory of checkpoints, not a checkpoint; the newest in it is {}", newest);
