@@ -10,7 +10,8 @@
 # cuDNN), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
 # with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
 # (torch_gpu_gemm.py), and our step again with --recompute gelu-ln (its
-# time and memory against keeping every activation). Our step is also split into phases (forward, head,
+# time and memory against keeping every activation), and sampling through the
+# key/value cache against whole passes (bench_gpu_sample). Our step is also split into phases (forward, head,
 # backward, optimizer) with each one's model TFLOP/s. Prints tables and writes
 # $RESULTS_DIR/gpu-<device>-<date>.json (default bench/results/; device, date,
 # git revision, config, numbers). STEPS, WARMUP and ITERS shorten the runs
@@ -42,11 +43,15 @@ att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --
 gemm="$(json_of "$build/bench/bench_gpu_gemm" "${shape[@]}" --iters "$iters")" || gemm='null'
 printf '%s\n' "$gemm" > "$tmp/gemm.json"
 gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.json" --iters "$iters")" || gemm_torch='null'
+# Sampling: greedy tokens after a prompt of half the context, through the key/value cache and by whole passes.
+sample_tokens=$(( seq / 2 < 64 ? seq / 2 : 64 ))
+sample="$(json_of "$build/bench/bench_gpu_sample" --model "$model" --seq "$seq" --prompt $(( seq / 2 )) \
+  --tokens "$sample_tokens")" || sample='null'
 rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
 # The rows travel in the environment: the program itself comes on stdin.
 ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
-  GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" python3 - "$results" "$rev$dirty" <<'PY'
+  GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" SAMPLE_JSON="$sample" python3 - "$results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
 rows = [json.loads(l) for l in os.environ["ROWS_JSON"].splitlines() if l.strip()]
 ours = rows[0]
@@ -84,12 +89,18 @@ if gemm:
         ratio = f"{t['ms'] / vec['ms']:.2f}x" if t and vec["ms"] > 0 else "-"
         tg = f"{t['gbps']:.0f}" if t else "-"
         print(f"  {op:<8} {vec['N']:>7} {vec['OC']:>6} {vec['gbps']:>8.0f} {one['gbps']:>9.0f} {tg:>8} {ratio:>8}")
+sample = json.loads(os.environ.get("SAMPLE_JSON") or "null")
+if sample:
+    print(f"# sampling: {sample['new_tokens']} greedy tokens after a prompt of {sample['prompt_tokens']}")
+    print(f"  {'whole passes tok/s':>20} {'cached tok/s':>13} {'speed-up':>9} {'same tokens':>12}")
+    print(f"  {sample['whole_tokens_per_s']:>20.1f} {sample['cached_tokens_per_s']:>13.1f} "
+          f"{sample['speedup']:>8.1f}x {sample['same_tokens']:>6}/{sample['new_tokens']}")
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
        "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null"),
        "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null"),
-       "gemm": gemm, "gemm_torch": gemm_torch}
+       "gemm": gemm, "gemm_torch": gemm_torch, "sampling": sample}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"
 os.makedirs(sys.argv[1], exist_ok=True)

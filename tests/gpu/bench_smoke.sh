@@ -9,7 +9,7 @@
 # rows must then be joined to ours. Then the results JSON must hold what a GPU run's
 # would: our row with its four phases, every GEMM of the step (the GELU ones
 # both fused and through the kernel, each on the path it asked for), and the
-# three attention kernels, all with positive times. The timings themselves
+# three attention kernels, and sampling's two ways, all with positive times. The timings themselves
 # mean nothing here.
 # Both rows' activation bytes must equal what `plan` predicts for the shape
 # (lib/strategies/cost_model.cpp), byte for byte.
@@ -101,5 +101,8 @@ assert check["forward_error"] < 1e-2 and check["backward_error"] < 1e-2, check
 att = r["attention"]["results"]
 assert [a["kernel"] for a in att] == ["tensor_core_bf16", "simt_bf16", "simt_fp32"], att
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att
+smp = r["sampling"]  # prompt 32 + 32 greedy tokens of tiny at T=64, cached and by whole passes
+assert smp["prompt_tokens"] == 32 and smp["new_tokens"] == 32 and smp["whole_s"] > 0 and smp["cached_s"] > 0, smp
+assert smp["same_tokens"] >= 1 and smp["cache_bytes"] == 4 * 64 * 2 * 128 * 2, smp
 print(f"OK: {files[0]}: {len(phases)} phases, {len(gemm)} GEMMs, {len(att)} attention kernels")
 PY

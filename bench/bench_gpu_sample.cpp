@@ -1,0 +1,134 @@
+// Sampling on the GPU: each new token by a whole pass over the context
+// (nanoGPT's generate, and the trainer's fallback past the decode kernel's
+// reach) against one cached position per token (DeviceGPT::set_decode and
+// its one-query attention kernel). Both draw the same K greedy tokens after a
+// prompt of P random tokens, side by side in one process; every token waits
+// for its logits on the host, as the trainer's sample() does, so the times
+// are what a user waits. Prints a table row and one JSON line.
+//   bench_gpu_sample [--model gpt2-124m] [--seq 1024] [--prompt 512] [--tokens 64] [--precision bf16|fp32]
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpu_bench.hpp"
+#include "core/cuda/device_memory.hpp"
+#include "core/cuda/device_query.hpp"
+#include "core/cuda/stream.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
+#include "model/config.hpp"
+#include "model/cuda/device_state.hpp"
+#include "model/cuda/gpt_cuda.hpp"
+#include "model/init.hpp"
+#include "model/layout.hpp"
+
+namespace {
+
+using namespace gpt;
+
+struct Args {
+  std::string model = "gpt2-124m", precision = "bf16";
+  int seq = 1024, prompt = 512, tokens = 64;
+};
+
+template <typename T>
+nlohmann::json run(const Args& a) {
+  const cuda::Stream owner;  // first: destroyed after everything that uses it
+  const cudaStream_t stream = owner.get();
+  const GPTConfig cfg = preset(a.model);
+  if (a.seq > cfg.seq_len)
+    throw ConfigError(fmt::format("invalid seq = {}: {}'s context is {}", a.seq, a.model, cfg.seq_len));
+  if (a.prompt + a.tokens > a.seq)
+    throw ConfigError(fmt::format("invalid prompt = {}: with --tokens {} the sample exceeds --seq {}", a.prompt,
+                                  a.tokens, a.seq));
+  const ParamLayout layout(cfg);
+  MemoryTracker tracker;
+  cuda::DeviceAllocator alloc(&tracker);
+  std::vector<std::vector<float>> host(layout.num_units());
+  std::vector<const float*> ptrs;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    host[u].resize(size_t(layout.unit(u).numel));
+    init_unit(layout.unit(u), 1234, host[u].data());
+    ptrs.push_back(host[u].data());
+  }
+  cuda::Matmul mm(&alloc);
+  cuda::DeviceReplicatedState<T> st(layout, ptrs, &alloc, stream);
+  host.clear();
+  GPTOptions opt;
+  opt.max_batch = 1;
+  opt.max_seq = a.seq;
+  cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
+  const auto& P = st.params();
+  std::vector<float> logits(size_t(cfg.padded_vocab()));
+
+  // K greedy tokens after ctx (which gains them); seconds taken.
+  const auto generate = [&](std::vector<int32_t>& ctx, int K, bool cached) {
+    Timer t;
+    if (cached && !m.set_decode(0))
+      throw ConfigError(fmt::format("invalid seq = {}: beyond the decode kernel's reach", a.seq));
+    for (int i = 0; i < K; ++i) {
+      const int len = int(ctx.size());
+      const int first = cached && i > 0 ? len - 1 : 0;  // this pass's positions: [first, len)
+      if (cached && i > 0) m.set_decode(first);
+      m.set_shape(1, len - first);
+      m.set_batch(ctx.data() + first, nullptr);
+      m.forward_embedding(P[layout.embedding_unit()]);
+      for (int l = 0; l < cfg.n_layer; ++l) m.forward_block(l, P[layout.block_unit(l)]);
+      m.logits_row(P[layout.final_unit()], P[layout.embedding_unit()], len - first - 1, logits.data());
+      ctx.push_back(int32_t(std::max_element(logits.begin(), logits.begin() + cfg.vocab_size) - logits.begin()));
+    }
+    const double s = t.seconds();
+    m.set_decode(-1);
+    return s;
+  };
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+  std::vector<int32_t> prompt(size_t(a.prompt));
+  for (auto& t : prompt) t = tok(rng);
+  std::vector<int32_t> whole = prompt, cached = prompt;
+  generate(whole, 2, false);  // warm-up: cuBLASLt's algorithms, first touches of both paths
+  generate(cached, 2, true);
+  whole = cached = prompt;
+  const double whole_s = generate(whole, a.tokens, false);
+  const double cached_s = generate(cached, a.tokens, true);
+  // Greedy on logits that agree to rounding: the same tokens unless two logits nearly tie.
+  int same = 0;
+  while (same < a.tokens && whole[size_t(a.prompt + same)] == cached[size_t(a.prompt + same)]) ++same;
+  const std::string dev = cuda::device_name(0);
+  std::printf("# %-10s %-5s prompt %d + %d tokens: whole passes %.1f tok/s, cached %.1f tok/s (%.1fx), %d/%d same "
+              "(%s)\n",
+              a.model.c_str(), a.precision.c_str(), a.prompt, a.tokens, a.tokens / whole_s, a.tokens / cached_s,
+              whole_s / cached_s, same, a.tokens, dev.c_str());
+  return {{"impl", "ours-sample"},
+          {"device", dev},
+          {"model", a.model},
+          {"precision", a.precision},
+          {"seq", a.seq},
+          {"prompt_tokens", a.prompt},
+          {"new_tokens", a.tokens},
+          {"whole_s", whole_s},
+          {"cached_s", cached_s},
+          {"whole_tokens_per_s", a.tokens / whole_s},
+          {"cached_tokens_per_s", a.tokens / cached_s},
+          {"speedup", whole_s / cached_s},
+          {"same_tokens", same},
+          {"cache_bytes", decode_cache_elems(cfg, a.seq) * int64_t(sizeof(T))}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Sampling on the GPU: the key/value cache against whole passes"};
+  app.add_option("--model", a.model, "model preset");
+  app.add_option("--seq", a.seq, "the model's context as the trainer allocates it (GPTOptions::max_seq)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--prompt", a.prompt, "prompt tokens")->check(CLI::PositiveNumber);
+  app.add_option("--tokens", a.tokens, "new tokens (greedy)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
+}
