@@ -40,8 +40,30 @@ gpt_launch() {
   else
     # Inside an allocation Open MPI's mpirun reads the node list from SLURM.
     echo "command: $root/scripts/mpirun.sh -np ${SLURM_NTASKS:-1} $*"
-    "$root/scripts/mpirun.sh" -np "${SLURM_NTASKS:-1}" "$@"
+    gpt_forward_usr1 "$root/scripts/mpirun.sh" -np "${SLURM_NTASKS:-1}" "$@"
   fi
+}
+
+# Runs "$@" (mpirun, which forwards SIGUSR1 to every rank) in the
+# background and passes this shell's SIGUSR1 on to it: SLURM's time-limit
+# warning reaches the ranks when it is sent to the batch shell
+# (sbatch --signal=B:USR1@180, or scancel --batch --signal=USR1). The
+# default --signal=USR1@180 signals job steps only, which an mpirun started
+# by the batch shell is not. Returns the launcher's exit status.
+gpt_forward_usr1() {
+  local pid rc
+  "$@" &
+  pid=$!
+  trap 'kill -USR1 "$pid" 2>/dev/null' USR1
+  while :; do
+    rc=0
+    wait "$pid" || rc=$?
+    # A trapped signal interrupts wait (status > 128) while the launcher runs on.
+    ((rc > 128)) && kill -0 "$pid" 2>/dev/null && continue
+    break
+  done
+  trap - USR1
+  return "$rc"
 }
 
 # Runs gpt_train ("$@") with gpt_launch. A run that stops early on a signal

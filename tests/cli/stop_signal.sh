@@ -12,7 +12,8 @@
 #      in the stop's checkpoint (GPT_TEST_CKPT_STALL_RANK=1, no guard:
 #      --comm-timeout 0); SIGUSR1 to mpirun (which forwards it) starts the
 #      stop, the job is still stuck 5 s later (the control), and a second
-#      SIGUSR1 ends it at once, nothing published.
+#      SIGUSR1 ends it at once, nothing published;
+#   5. a job script launching with mpirun passes its batch shell's SIGUSR1 on.
 #   stop_signal.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -94,3 +95,24 @@ wait $job; rc=$?
 ((rc != 0 && rc != 75)) || fail "second signal: exit $rc"
 ls "$work/ckpt2" 2>/dev/null | grep -q '^step_' && fail "second signal: a checkpoint was published"
 echo "ok: second SIGUSR1: the job (stuck in its stop's checkpoint for 5 s) ended after $((SECONDS - t0)) s, exit $rc"
+
+# 5. a job script with GPT_LAUNCHER=mpirun: SIGUSR1 to its batch shell (what
+#    sbatch --signal=B:USR1@180 sends) reaches every rank through lib.sh's
+#    forwarding. Without it the shell would die of the signal (exit 138) and
+#    the ranks never hear of it.
+GPT_ROOT="$root" GPT_BUILD="$build" GPT_LAUNCHER=mpirun SLURM_NTASKS=2 bash -c '
+  set -euo pipefail
+  source "$GPT_ROOT/jobscripts/lib.sh"
+  gpt_init
+  gpt_launch "$@"' batch "$build/apps/gpt_train" "${args[@]}" --metrics "$work/batch.jsonl" --ckpt-dir "$work/ckpt3" \
+  >"$work/batch.log" 2>&1 &
+job=$!
+wait_for "$work/batch.jsonl" 5 $job || { cat "$work/batch.log"; fail "the job script's run ended before 5 steps"; }
+kill -USR1 $job
+wait $job; rc=$?
+[[ $rc == 75 ]] || { cat "$work/batch.log"; fail "job script with GPT_LAUNCHER=mpirun: exit $rc after SIGUSR1 to its shell, expected 75"; }
+n=$(sed -n 's/.*stopping after step \([0-9]*\) of .*/\1/p' "$work/batch.log")
+grep -q "stopping after step $n of $steps: SIGUSR1 on 2 of 2 ranks" "$work/batch.log" ||
+  { cat "$work/batch.log"; fail "the job script's stop line does not say SIGUSR1 on 2 of 2 ranks"; }
+[[ -f "$work/ckpt3/step_$(printf %08d "$n")/COMPLETE" ]] || fail "the job script's run left no checkpoint of step $n"
+echo "ok: GPT_LAUNCHER=mpirun: SIGUSR1 to the batch shell stopped every rank after step $n, checkpointed, exit 75"
