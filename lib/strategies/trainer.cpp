@@ -167,6 +167,8 @@ struct Trainer::Impl {
   std::vector<int32_t> hellaswag_first;  // example i's endings: hellaswag_losses[first[i], first[i+1])
   std::vector<float> row_loss;
   int64_t hellaswag_total = 0, hellaswag_passes = 0;
+  int64_t last_sample_bytes = 0;  // sent by this rank during the last sample (every communicator)
+  double last_sample_s = 0;
   std::vector<int32_t> sample_context;  // what a sample starts from: a separator, then --sample-prompt's tokens
   TokenSampler sampler{{}};
   std::string resume_path;  // checkpoint to start from, "" for a fresh start
@@ -616,6 +618,9 @@ struct Trainer::Impl {
   // gathered collectively. Only rank 0 prints the result.
   std::string sample(int step) {
     trace::Span t("sample", "eval");
+    Timer timer;
+    Communicator* const comms[] = {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()};
+    for (Communicator* c : comms) c->stats().reset();  // read after each step, reset before the next
     Strategy& S = *strategy;
     const int V = cfg.gpt.vocab_size;
     std::vector<int32_t> ctx = sample_context;
@@ -640,15 +645,30 @@ struct Trainer::Impl {
       model->set_batch(ctx.data() + ctx.size() - (len - first), nullptr);
       forward_blocks();
       model->logits_row(S.params(F()), S.params(E()), len - first - 1, logits.data());
-      S.release(F());
-      S.release(E());
       const int next = sampler.next(logits.data(), V, rng);
       ctx.push_back(next);
       out.push_back(next);
     }
+    // Sharded strategies keep the embedding and final units gathered from
+    // the first token to the last: every token needs both, and a token's
+    // pass holds them anyway, so this costs no memory and saves gathering
+    // wte again per token (a third of gpt2-124m's parameters).
+    S.release(F());
+    S.release(E());
     model->set_decode(-1);
     model->set_shape(cfg.micro_batch, cfg.seq_len);
+    last_sample_bytes = 0;
+    for (Communicator* c : comms) last_sample_bytes += c->stats().totals().bytes;
+    last_sample_s = timer.seconds();
     return tokenizer->decode(out);
+  }
+
+  // What the last sample cost this rank: its time, and the bytes it sent
+  // (sharded strategies gather every block per token).
+  void log_sample_cost(int step) const {
+    log0("sampled {} tokens at step {} in {:.2f} s ({:.1f} tokens/s), {:.2f} MiB communicated per rank",
+         cfg.sample_tokens, step, last_sample_s, cfg.sample_tokens / std::max(last_sample_s, 1e-9),
+         double(last_sample_bytes) / 1048576.0);
   }
 
   // Memory of this rank, max over ranks (a few scalars over base, not counted as training traffic).
@@ -733,7 +753,10 @@ struct Trainer::Impl {
       // A checkpoint evaluated, not trained: its validation loss above, its sample below.
       log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
            cfg.steps);
-      if (cfg.sample_tokens > 0) log0("sample at step {}:\n{}", start_step, sample(start_step));
+      if (cfg.sample_tokens > 0) {
+        log0("sample at step {}:\n{}", start_step, sample(start_step));
+        log_sample_cost(start_step);
+      }
     }
 
     TrainSummary sum;
@@ -876,6 +899,7 @@ struct Trainer::Impl {
       if (cfg.sample_tokens > 0 && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
         const std::string text = sample(step + 1);
         log0("sample at step {}:\n{}", step + 1, text);
+        log_sample_cost(step + 1);
       }
     }
     join_checkpoint();  // the run is not done until its last checkpoint is published
@@ -895,6 +919,7 @@ struct Trainer::Impl {
     sum.hybrid_inner = cfg.hybrid_inner;
     sum.peak_bytes = mm[5];
     sum.comm_bytes_per_step = comm_bytes;
+    sum.sample_comm_bytes = last_sample_bytes;
     if (steady_steps > 0) {
       sum.step_time_s = steady_time / steady_steps;
       sum.tokens_per_s = tokens_per_step / sum.step_time_s;

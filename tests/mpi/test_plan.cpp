@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
+#include "core/shard.hpp"
 #include "model/layout.hpp"
 #include "mpi_test_env.hpp"
 #include "strategies/planner.hpp"
@@ -116,6 +117,40 @@ TEST(Planner, CountsSamplingsKeyValueCacheAsMeasured) {
     EXPECT_EQ(with.sample_cache, int64_t(c.gpt.n_layer) * c.seq_len * 2 * c.gpt.n_embd * int64_t(sizeof(float)));
     EXPECT_EQ(with.total() - without.total(), with.sample_cache);
     EXPECT_EQ(sampled.peak_bytes - quiet.peak_bytes, with.sample_cache);
+  }
+}
+
+// What a sample sends: a strategy that shards parameters gathers every block
+// once per token (each token is one pass: the prompt's, then one position
+// each) and the embedding and final units once for the whole sample (they
+// stay gathered from its first token to its last); the others send nothing.
+TEST(Planner, SamplingGathersEachBlockPerTokenAndTheEndsOnce) {
+  const int W = test::env().size();
+  for (const Case& k : cases(W)) {
+    RunConfig c = test::small_run();
+    c.steps = 1;
+    c.strategy = k.strategy;
+    c.mesh = k.mesh;
+    c.hybrid_inner = k.inner;
+    c.sample_tokens = 5;
+    const std::string what = fmt::format("{} {} ({})", k.strategy, k.mesh, k.inner);
+    SCOPED_TRACE(what);
+    const TrainSummary got = Trainer(c, MPI_COMM_WORLD).run();
+    const Placement p = placement_of(k, W);
+    const int S = p.shard_size();
+    const ParamLayout layout(c.gpt);
+    const bool sharded = sharding_rule(p.kind, p.hybrid_inner, S).params_sharded;
+    int64_t want = 0;
+    if (sharded) {
+      for (size_t u = 0; u < layout.num_units(); ++u) {
+        const int64_t bytes = shard_range(layout.unit(u).numel, S, 0).padded_numel * int64_t(sizeof(float));
+        const int64_t sent = int64_t(S - 1) * bytes / S;  // an all-gather's share per rank, the ring convention
+        const bool ends = u == layout.embedding_unit() || u == layout.final_unit();
+        want += (ends ? 1 : c.sample_tokens) * sent;
+      }
+    }
+    EXPECT_EQ(got.sample_comm_bytes, want);
+    if (sharded && S > 1) EXPECT_GT(want, 0);
   }
 }
 
