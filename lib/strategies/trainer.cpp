@@ -168,6 +168,7 @@ struct Trainer::Impl {
   std::vector<float> row_loss;
   int64_t hellaswag_total = 0, hellaswag_passes = 0;
   int64_t last_sample_bytes = 0;  // sent by this rank during the last sample (every communicator)
+  int64_t last_eval_bytes = 0;    // sent by this rank during the last validation
   double last_sample_s = 0;
   std::vector<int32_t> sample_context;  // what a sample starts from: a separator, then --sample-prompt's tokens
   TokenSampler sampler{{}};
@@ -510,11 +511,34 @@ struct Trainer::Impl {
     return x / world;
   }
 
+  // Passes without a backward (validation, HellaSwag, samples) keep the
+  // embedding and final units gathered from their first pass to their last
+  // and release them here: every pass needs both, and a pass holds them
+  // anyway, so this costs no memory and saves gathering wte again per pass
+  // (a third of gpt2-124m's parameters). Blocks are gathered per pass.
+  void release_ends() {
+    strategy->release(F());
+    strategy->release(E());
+  }
+
+  // Bytes this rank sent on every communicator since reset_comm_stats(). The
+  // step loop reads its own totals at the end of each step and resets them
+  // at the start of the next, so evaluations and samples may reset between.
+  void reset_comm_stats() {
+    for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}) c->stats().reset();
+  }
+  int64_t comm_bytes_since_reset() {
+    int64_t b = 0;
+    for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}) b += c->stats().totals().bytes;
+    return b;
+  }
+
   double evaluate() {
     trace::Span t("eval", "eval");
     Strategy& S = *strategy;
     model->set_shape(cfg.micro_batch, cfg.seq_len);
     val_loader->seek({0, 0});
+    reset_comm_stats();
     double sum = 0;
     for (int b = 0; b < cfg.val_batches; ++b) {
       val_loader->micro_batch(0, tokens.data(), targets.data());
@@ -522,10 +546,10 @@ struct Trainer::Impl {
       forward_blocks();
       model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
       sum += model->take_loss();
-      S.release(F());
-      S.release(E());
       val_loader->advance();
     }
+    release_ends();
+    last_eval_bytes = comm_bytes_since_reset();
     return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
   }
 
@@ -589,14 +613,13 @@ struct Trainer::Impl {
       model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
       model->take_loss();
       model->row_losses(row_loss.data());
-      S.release(F());
-      S.release(E());
       for (int64_t r = begin; r < end; ++r) {
         const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
         hellaswag_losses[size_t(x.score)] =
             ending_loss(x.row, std::span<const float>(row_loss.data() + (r - begin) * Tn, size_t(x.row.len)));
       }
     }
+    release_ends();
     model->set_shape(cfg.micro_batch, cfg.seq_len);
     int64_t right[2] = {0, 0};
     for (size_t i = 0; i < hellaswag.size(); ++i) {
@@ -619,8 +642,7 @@ struct Trainer::Impl {
   std::string sample(int step) {
     trace::Span t("sample", "eval");
     Timer timer;
-    Communicator* const comms[] = {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()};
-    for (Communicator* c : comms) c->stats().reset();  // read after each step, reset before the next
+    reset_comm_stats();
     Strategy& S = *strategy;
     const int V = cfg.gpt.vocab_size;
     std::vector<int32_t> ctx = sample_context;
@@ -649,16 +671,10 @@ struct Trainer::Impl {
       ctx.push_back(next);
       out.push_back(next);
     }
-    // Sharded strategies keep the embedding and final units gathered from
-    // the first token to the last: every token needs both, and a token's
-    // pass holds them anyway, so this costs no memory and saves gathering
-    // wte again per token (a third of gpt2-124m's parameters).
-    S.release(F());
-    S.release(E());
+    release_ends();
     model->set_decode(-1);
     model->set_shape(cfg.micro_batch, cfg.seq_len);
-    last_sample_bytes = 0;
-    for (Communicator* c : comms) last_sample_bytes += c->stats().totals().bytes;
+    last_sample_bytes = comm_bytes_since_reset();
     last_sample_s = timer.seconds();
     return tokenizer->decode(out);
   }
@@ -920,6 +936,7 @@ struct Trainer::Impl {
     sum.peak_bytes = mm[5];
     sum.comm_bytes_per_step = comm_bytes;
     sum.sample_comm_bytes = last_sample_bytes;
+    sum.eval_comm_bytes = last_eval_bytes;
     if (steady_steps > 0) {
       sum.step_time_s = steady_time / steady_steps;
       sum.tokens_per_s = tokens_per_step / sum.step_time_s;

@@ -29,6 +29,7 @@ struct TrainSummary {
   int64_t peak_bytes = 0;         // max over ranks
   int64_t comm_bytes_per_step = 0;
   int64_t sample_comm_bytes = 0;  // sent by this rank during the run's last sample (0: none, or nothing to gather)
+  int64_t eval_comm_bytes = 0;    // sent by this rank during the run's last validation (the same)
   std::string strategy, mesh, hybrid_inner;  // as run (strategy auto: the planner's choice)
   double comm_s_per_step = 0, exposed_s_per_step = 0;
   int steps_done = 0;        // the optimizer steps done when the run ended (a resume's earlier ones included)

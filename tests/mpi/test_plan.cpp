@@ -120,11 +120,12 @@ TEST(Planner, CountsSamplingsKeyValueCacheAsMeasured) {
   }
 }
 
-// What a sample sends: a strategy that shards parameters gathers every block
-// once per token (each token is one pass: the prompt's, then one position
-// each) and the embedding and final units once for the whole sample (they
-// stay gathered from its first token to its last); the others send nothing.
-TEST(Planner, SamplingGathersEachBlockPerTokenAndTheEndsOnce) {
+// What a sample and a validation send: a strategy that shards parameters
+// gathers every block once per pass (a sample's token is one pass: the
+// prompt's, then one position each; a validation batch is one) and the
+// embedding and final units once for all the passes (they stay gathered
+// from the first to the last); the others send nothing.
+TEST(Planner, ForwardOnlyPassesGatherEachBlockPerPassAndTheEndsOnce) {
   const int W = test::env().size();
   for (const Case& k : cases(W)) {
     RunConfig c = test::small_run();
@@ -133,6 +134,8 @@ TEST(Planner, SamplingGathersEachBlockPerTokenAndTheEndsOnce) {
     c.mesh = k.mesh;
     c.hybrid_inner = k.inner;
     c.sample_tokens = 5;
+    c.val_data = c.data;
+    c.val_batches = 3;
     const std::string what = fmt::format("{} {} ({})", k.strategy, k.mesh, k.inner);
     SCOPED_TRACE(what);
     const TrainSummary got = Trainer(c, MPI_COMM_WORLD).run();
@@ -140,17 +143,19 @@ TEST(Planner, SamplingGathersEachBlockPerTokenAndTheEndsOnce) {
     const int S = p.shard_size();
     const ParamLayout layout(c.gpt);
     const bool sharded = sharding_rule(p.kind, p.hybrid_inner, S).params_sharded;
-    int64_t want = 0;
-    if (sharded) {
-      for (size_t u = 0; u < layout.num_units(); ++u) {
+    const auto sent_by = [&](int passes) {
+      int64_t want = 0;
+      for (size_t u = 0; sharded && u < layout.num_units(); ++u) {
         const int64_t bytes = shard_range(layout.unit(u).numel, S, 0).padded_numel * int64_t(sizeof(float));
         const int64_t sent = int64_t(S - 1) * bytes / S;  // an all-gather's share per rank, the ring convention
         const bool ends = u == layout.embedding_unit() || u == layout.final_unit();
-        want += (ends ? 1 : c.sample_tokens) * sent;
+        want += (ends ? 1 : passes) * sent;
       }
-    }
-    EXPECT_EQ(got.sample_comm_bytes, want);
-    if (sharded && S > 1) EXPECT_GT(want, 0);
+      return want;
+    };
+    EXPECT_EQ(got.sample_comm_bytes, sent_by(c.sample_tokens));
+    EXPECT_EQ(got.eval_comm_bytes, sent_by(c.val_batches));
+    if (sharded && S > 1) EXPECT_GT(sent_by(1), 0);
   }
 }
 
