@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -113,7 +114,7 @@ std::vector<Key> keys() {
        false, [](C& c, P&, S v) { c.comm_timeout_s = parse_float("comm-timeout", v, 0, 1e9); }},
       {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
        [](C& c, P&, S v) { c.mesh = v; }},
-      {"threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", false,
+      {"threads", "CPU threads per rank (0: OMP_NUM_THREADS, else this rank's share of the node's cores)", false,
        [](C& c, P&, S v) { c.threads = parse_int("threads", v, 0); }},
       {"data", "training shards: comma-separated globs of llm.c .bin files", false, [](C& c, P&, S v) { c.data = v; }},
       {"val-data", "validation shards (globs)", false, [](C& c, P&, S v) { c.val_data = v; }},
@@ -222,6 +223,30 @@ std::string toml_value_string(const std::string& file, const std::string& key, c
 
 }  // namespace
 
+namespace {
+
+// A RunConfig as a run without a config file or flags gets it.
+RunConfig default_run_config() {
+  RunConfig c;
+  c.gpt = preset(c.model);
+  return c;
+}
+
+// " [default: X]" for --help, from the defaults' to_json(); nothing where
+// the help already says what the default is, where the key overrides the
+// preset (its default is the preset's), or where the default is empty.
+std::string default_note(const Key& k, const nlohmann::json& defaults) {
+  std::string key = k.name;
+  std::replace(key.begin(), key.end(), '-', '_');
+  const auto it = defaults.find(key);
+  if (it == defaults.end() || k.help.find("default") != std::string::npos || k.help.rfind("override", 0) == 0)
+    return "";
+  const std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+  return v.empty() ? "" : " [default: " + v + "]";
+}
+
+}  // namespace
+
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   const std::vector<Key> table = keys();
   CLI::App app{"gpt_train: data-parallel GPT-2 training (see README.md)"};
@@ -234,11 +259,12 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it");
   std::map<std::string, std::string> cli_values;
   std::map<std::string, bool> cli_flags;
+  const nlohmann::json defaults = default_run_config().to_json();
   for (const Key& k : table) {
     if (k.is_flag) {
       app.add_flag("--" + k.name, cli_flags[k.name], k.help);
     } else {
-      app.add_option("--" + k.name, cli_values[k.name], k.help);
+      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults));
     }
   }
   try {
@@ -388,6 +414,8 @@ nlohmann::json RunConfig::to_json() const {
       {"sample_prompt", sample_prompt},
       {"sample_temperature", f(sample_temperature)},
       {"sample_top_k", sample_top_k},
+      {"log_every", log_every},
+      {"log_level", log_level},
   };
 }
 
