@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
   verify->add_option("dir", dir, "checkpoint directory")->required();
   auto* exp = app.add_subcommand("export", "consolidated HDF5, llm.c model file or Hugging Face model directory");
-  exp->add_option("--format", format, "hdf5 | llmc | hf")->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
+  exp->add_option("--format", format, "hdf5 | llmc | hf")->capture_default_str()->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
   exp->add_option("dir", dir, "checkpoint directory")->required();
   exp->add_option("out", out, "output file (hf: output directory)")->required();
   std::string vocab, merges;
