@@ -47,16 +47,8 @@ nlohmann::json run(const Args& a) {
   const ParamLayout layout(cfg);
   MemoryTracker tracker;
   cuda::DeviceAllocator alloc(&tracker);
-  std::vector<std::vector<float>> host(layout.num_units());
-  std::vector<const float*> ptrs;
-  for (size_t u = 0; u < layout.num_units(); ++u) {
-    host[u].resize(size_t(layout.unit(u).numel));
-    init_unit(layout.unit(u), 1234, host[u].data());
-    ptrs.push_back(host[u].data());
-  }
   cuda::Matmul mm(&alloc);
-  cuda::DeviceReplicatedState<T> st(layout, ptrs, &alloc, stream);
-  host.clear();
+  cuda::DeviceReplicatedState<T> st = bench::initial_state<T>(layout, &alloc, stream);
   GPTOptions opt;
   opt.max_batch = 1;
   opt.max_seq = a.seq;

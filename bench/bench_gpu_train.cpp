@@ -55,22 +55,14 @@ nlohmann::json run(const Args& a) {
   ParamLayout layout(cfg);
   MemoryTracker tracker;
   cuda::DeviceAllocator alloc(&tracker);
-  std::vector<std::vector<float>> host(layout.num_units());
-  std::vector<const float*> ptrs;
-  for (size_t u = 0; u < layout.num_units(); ++u) {
-    host[u].resize(size_t(layout.unit(u).numel));
-    init_unit(layout.unit(u), 1234, host[u].data());
-    ptrs.push_back(host[u].data());
-  }
   cuda::Matmul mm(&alloc);
-  cuda::DeviceReplicatedState<T> st(layout, ptrs, &alloc, stream);
+  cuda::DeviceReplicatedState<T> st = bench::initial_state<T>(layout, &alloc, stream);
   GPTOptions opt;
   opt.max_batch = a.batch;
   opt.max_seq = a.seq;
   opt.activation_checkpointing = a.checkpointing;
   opt.recompute = parse_recompute(a.recompute);
   cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
-  host.clear();
 
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);

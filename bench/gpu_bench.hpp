@@ -12,9 +12,13 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/cuda/device_query.hpp"
 #include "model/cuda/check.hpp"
+#include "model/cuda/device_state.hpp"
+#include "model/init.hpp"
+#include "model/layout.hpp"
 
 namespace gpt::bench {
 
@@ -29,6 +33,21 @@ inline void add_shape_options(CLI::App& app, Shape& s, bool with_precision) {
   app.add_option("--batch", s.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
   app.add_option("--seq", s.seq, "sequence length")->check(CLI::PositiveNumber);
   if (with_precision) app.add_option("--precision", s.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
+}
+
+// A model's parameters on the device, initialised as a run with seed 1234
+// starts (fp32 host values, uploaded once and then freed).
+template <typename T>
+cuda::DeviceReplicatedState<T> initial_state(const ParamLayout& layout, cuda::DeviceAllocator* alloc,
+                                             cudaStream_t stream) {
+  std::vector<std::vector<float>> host(layout.num_units());
+  std::vector<const float*> ptrs;
+  for (size_t u = 0; u < layout.num_units(); ++u) {
+    host[u].resize(size_t(layout.unit(u).numel));
+    init_unit(layout.unit(u), 1234, host[u].data());
+    ptrs.push_back(host[u].data());
+  }
+  return cuda::DeviceReplicatedState<T>(layout, ptrs, alloc, stream);
 }
 
 // Milliseconds per call of `run` (which queues work on s), over `iters`
