@@ -3,6 +3,7 @@
 //   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB
 //     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing] [--recompute gelu-ln]
 //     [--sample-tokens 0]
+//   plan --config run.toml --ranks 64 --ranks-per-node 8   (the run's own model, batch and precision)
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "command_line.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "io/run_config.hpp"
 #include "model/flops.hpp"
 #include "model/layout.hpp"
 #include "strategies/planner.hpp"
@@ -23,7 +25,10 @@ int main(int argc, char** argv) {
       vocab = 0, n_ctx = 0, sample_tokens = 64;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
-  std::string recompute = "none";
+  std::string recompute = "none", config;
+  app.add_option("--config", config,
+                 "a gpt_train config (TOML): the run's model, sequence length, batch, device, precision, "
+                 "--recompute and samples; flags given here override it");
   app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
   app.add_option("--n-layer", n_layer, "override the preset's layers");
   app.add_option("--n-head", n_head, "override the preset's heads");
@@ -61,7 +66,35 @@ int main(int argc, char** argv) {
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
     Workload w;
+    const auto given = [&](const char* flag) { return app.count(flag) > 0; };
     w.model = preset(model);
+    if (!config.empty()) {
+      // The run as gpt_train would see it; the flags given here win.
+      const RunConfig rc = run_config_from_file(config);
+      if (!given("--model")) {
+        model = rc.model;
+        w.model = rc.gpt;
+      }
+      if (!given("--seq-len")) seq_len = rc.seq_len;
+      if (!given("--micro-batch")) micro = rc.micro_batch;
+      if (!given("--device")) {
+        device = rc.device == DeviceKind::kCuda ? "cuda" : "cpu";
+        if (!given("--precision")) precision = rc.precision == Precision::kBf16 ? "bf16" : "fp32";
+      }
+      if (!given("--reduce-dtype")) reduce = rc.reduce_dtype;
+      if (!given("--recompute")) recompute = to_string(rc.recompute);
+      ckpt = ckpt || rc.activation_checkpointing;
+      if (!given("--sample-tokens")) sample_tokens = rc.sample_tokens;
+      if (!given("--threads") && rc.threads > 0) threads = rc.threads;
+      if (!given("--device-mem")) device_mem = rc.device_mem;
+      if (!given("--accum")) {  // the data loader's rule
+        if (rc.global_batch % ranks != 0 || (rc.global_batch / ranks) % micro != 0)
+          throw ConfigError(fmt::format("invalid global-batch = {} in {}: must be a multiple of micro-batch ({}) x "
+                                        "ranks ({})",
+                                        rc.global_batch, config, micro, ranks));
+        accum = rc.global_batch / ranks / micro;
+      }
+    }
     if (n_layer) w.model.n_layer = n_layer;
     if (n_head) w.model.n_head = n_head;
     if (n_embd) w.model.n_embd = n_embd;

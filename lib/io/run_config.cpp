@@ -247,7 +247,24 @@ std::string default_note(const Key& k, const nlohmann::json& defaults) {
 
 }  // namespace
 
+namespace {
+bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_data);
+}  // namespace
+
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
+  return parse_sources(argc, argv, cfg, /*need_data=*/true);
+}
+
+RunConfig run_config_from_file(const std::string& path) {
+  const char* argv[] = {"gpt_train", "--config", path.c_str()};
+  RunConfig cfg;
+  parse_sources(3, argv, cfg, /*need_data=*/false);
+  return cfg;
+}
+
+namespace {
+
+bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_data) {
   const std::vector<Key> table = keys();
   CLI::App app{"gpt_train: data-parallel GPT-2 training (see README.md)"};
   app.set_config();  // we read TOML ourselves: --config is ours
@@ -343,7 +360,7 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   if (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0)
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
-  if (cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+  if (need_data && cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
   if (cfg.strategy == "auto" && !cfg.mesh.empty())
     throw ConfigError(fmt::format("invalid mesh = '{}': strategy auto chooses the mesh; give one or the other",
                                   cfg.mesh));
@@ -351,6 +368,8 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
     throw ConfigError("invalid resume = 'auto': needs --ckpt-dir to look in");
   return true;
 }
+
+}  // namespace
 
 nlohmann::json RunConfig::to_json() const {
   // Floats as their shortest decimal form (0.9, not 0.8999999761581421).

@@ -90,6 +90,9 @@ struct RunConfig {
 // program should exit successfully (--help printed). Throws ConfigError with a
 // one-line message naming the key and value for anything invalid.
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg);
+// A run's config from its TOML file alone, checked as gpt_train checks it
+// except that it may name no data (for plan --config). Throws ConfigError.
+RunConfig run_config_from_file(const std::string& path);
 
 
 }  // namespace gpt
