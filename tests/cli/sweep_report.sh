@@ -3,7 +3,8 @@
 # --strategy auto with --device-mem 1M, in which nothing fits (a flag that
 # only auto reads, so only that run fails). The report must list all four
 # runs in grid order, the failed one with its error, equal final losses for the three good runs
-# (same global batch), and three PNG plots.
+# (same global batch), plan's predictions beside the measurements (communication equal, ddp's peak
+# equal, the others' peaks under the bound), and three PNG plots.
 #   sweep_report.sh BUILD_DIR WORK_DIR
 set -euo pipefail
 build="$(realpath "$1")"; work="$(realpath -m "$2")"
@@ -36,6 +37,12 @@ losses = {r["final_loss"] for r in good}
 assert len(losses) == 1, f"strategies disagree on the final loss: {losses}"
 assert float(good[1]["model_state_mib"]) < float(good[0]["model_state_mib"]), "zero3 should hold less than ddp"
 assert rows[3]["status"] == "failed" and "invalid strategy = 'auto': nothing fits" in rows[3]["error"], rows[3]
+# plan's prediction for each run's own config: communication exact everywhere, ddp's peak exact, the others' a bound
+for r in good:
+    assert r["planned_comm_mib"] == r["comm_mib_per_step"], r
+    assert float(r["peak_mib"]) <= float(r["planned_peak_mib"]), r
+assert good[0]["planned_peak_mib"] == good[0]["peak_mib"], good[0]
+assert rows[3]["planned_peak_mib"] == "", rows[3]
 md = open(os.path.join(d, "report.md")).read()
 assert "| auto |" in md
 for p in ("throughput.png", "memory.png", "breakdown.png"):
