@@ -6,8 +6,10 @@
 //   plan --config run.toml --ranks 64 --ranks-per-node 8   (the run's own model, batch and precision)
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "command_line.hpp"
 #include "core/bytes.hpp"
@@ -85,7 +87,10 @@ int main(int argc, char** argv) {
       if (!given("--recompute")) recompute = to_string(rc.recompute);
       ckpt = ckpt || rc.activation_checkpointing;
       if (!given("--sample-tokens")) sample_tokens = rc.sample_tokens;
-      if (!given("--threads") && rc.threads > 0) threads = rc.threads;
+      // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.
+      if (!given("--threads"))
+        threads = rc.threads > 0 ? rc.threads
+                                 : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, rpn ? rpn : ranks));
       if (!given("--device-mem")) device_mem = rc.device_mem;
       if (!given("--accum")) {  // the data loader's rule
         if (rc.global_batch % ranks != 0 || (rc.global_batch / ranks) % micro != 0)
