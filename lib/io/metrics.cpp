@@ -25,7 +25,8 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!f_) return;
-  const std::string line = record.dump() + "\n";
+  // Invalid UTF-8 (a byte-level sample's text) becomes U+FFFD instead of an exception.
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_line(line.data(), line.size());
 }
 

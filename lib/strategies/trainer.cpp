@@ -679,12 +679,23 @@ struct Trainer::Impl {
     return tokenizer->decode(out);
   }
 
-  // What the last sample cost this rank: its time, and the bytes it sent
-  // (sharded strategies gather every block per token).
-  void log_sample_cost(int step) const {
+  // A sample, logged and recorded in the metrics ({"type": "sample", ...}),
+  // with what it cost this rank: its time, and the bytes it sent (sharded
+  // strategies gather every block per token).
+  void report_sample(int step, const std::string& text) {
+    log0("sample at step {}:\n{}", step, text);
     log0("sampled {} tokens at step {} in {:.2f} s ({:.1f} tokens/s), {:.2f} MiB communicated per rank",
          cfg.sample_tokens, step, last_sample_s, cfg.sample_tokens / std::max(last_sample_s, 1e-9),
          double(last_sample_bytes) / 1048576.0);
+    metrics.write({{"type", "sample"},
+                   {"step", step},
+                   {"text", text},
+                   {"prompt", cfg.sample_prompt},
+                   {"tokens", cfg.sample_tokens},
+                   {"temperature", std::stod(fmt::format("{}", cfg.sample_temperature))},
+                   {"top_k", cfg.sample_top_k},
+                   {"seconds", last_sample_s},
+                   {"comm_bytes", last_sample_bytes}});
   }
 
   // Memory of this rank, max over ranks (a few scalars over base, not counted as training traffic).
@@ -769,10 +780,7 @@ struct Trainer::Impl {
       // A checkpoint evaluated, not trained: its validation loss above, its sample below.
       log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
            cfg.steps);
-      if (cfg.sample_tokens > 0) {
-        log0("sample at step {}:\n{}", start_step, sample(start_step));
-        log_sample_cost(start_step);
-      }
+      if (cfg.sample_tokens > 0) report_sample(start_step, sample(start_step));
     }
 
     TrainSummary sum;
@@ -913,9 +921,7 @@ struct Trainer::Impl {
         checkpoint(step + 1);
       if (stopping) break;  // no sample: the time before the scheduler's limit is short
       if (cfg.sample_tokens > 0 && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
-        const std::string text = sample(step + 1);
-        log0("sample at step {}:\n{}", step + 1, text);
-        log_sample_cost(step + 1);
+        report_sample(step + 1, sample(step + 1));
       }
     }
     join_checkpoint();  // the run is not done until its last checkpoint is published
