@@ -88,7 +88,7 @@ double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
 
 int64_t activation_bytes(const Workload& w) {
   const GPTConfig& c = w.model;
-  const int64_t B = w.micro_batch, T = w.seq_len > 0 ? w.seq_len : c.seq_len, C = c.n_embd, H = c.n_head,
+  const int64_t B = w.micro_batch, T = w.T(), C = c.n_embd, H = c.n_head,
                 L = c.n_layer, Vp = c.padded_vocab(), N = B * T;
   // Saved per block (model/gpt.cpp BlockActs): ln1, atty, res2, ln2 (4NC),
   // qkv (3NC), fc and its GELU (8NC), four per-row LayerNorm statistics, and
@@ -150,8 +150,7 @@ MemoryCost memory_cost(const Workload& w, const Placement& p) {
     else if (s.S > 1 || s.R > 1) m.buffers += f.reduce_bytes * all_units;
   }
   m.activations = activation_bytes(w);
-  if (w.samples) m.sample_cache = decode_cache_elems(w.model, w.seq_len > 0 ? w.seq_len : w.model.seq_len) *
-                                  w.format.act_bytes;
+  if (w.samples) m.sample_cache = decode_cache_elems(w.model, w.T()) * w.format.act_bytes;
   return m;
 }
 

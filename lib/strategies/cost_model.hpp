@@ -37,7 +37,8 @@ struct NumericFormat {
 
 struct Workload {
   GPTConfig model;
-  int seq_len = 0;      // training T (<= model.seq_len)
+  int seq_len = 0;      // training T (<= model.seq_len); 0: the model's context
+  int T() const { return seq_len > 0 ? seq_len : model.seq_len; }
   int micro_batch = 1;  // sequences per rank per micro-batch
   int accum = 1;        // micro-batches per optimizer step
   bool activation_checkpointing = false;

@@ -55,7 +55,7 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   r.mem = memory_cost(w, p);
   r.comm = comm_cost(w, p);
   r.fits = double(r.mem.total()) <= c.headroom * double(c.device_memory);
-  const int T = w.seq_len > 0 ? w.seq_len : w.model.seq_len;
+  const int T = w.T();
   const double tokens_rank = double(w.micro_batch) * T * std::max(1, w.accum);
   r.compute_s = train_flops_per_token(w.model, T) * tokens_rank / (c.peak_flops * c.assumed_mfu) *
                 (w.activation_checkpointing ? 4.0 / 3.0 : 1.0);

@@ -521,16 +521,24 @@ struct Trainer::Impl {
     strategy->release(E());
   }
 
-  // Bytes this rank sent on every communicator since reset_comm_stats(). The
-  // step loop reads its own totals at the end of each step and resets them
-  // at the start of the next, so evaluations and samples may reset between.
+  // This rank's collectives on every communicator since reset_comm_stats():
+  // bytes sent, time on the progress engine, time exposed. The step loop
+  // resets them at the start of each step and reads them at its end, so
+  // evaluations and samples, which come after that read, may reset them too.
+  std::array<Communicator*, 3> comms() { return {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}; }
   void reset_comm_stats() {
-    for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}) c->stats().reset();
+    for (Communicator* c : comms()) c->stats().reset();
   }
-  int64_t comm_bytes_since_reset() {
-    int64_t b = 0;
-    for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}) b += c->stats().totals().bytes;
-    return b;
+  CommTotals comm_since_reset() {
+    CommTotals sum;
+    for (Communicator* c : comms()) {
+      const CommTotals x = c->stats().totals();
+      sum.bytes += x.bytes;
+      sum.calls += x.calls;
+      sum.time_s += x.time_s;
+      sum.exposed_s += x.exposed_s;
+    }
+    return sum;
   }
 
   double evaluate() {
@@ -549,7 +557,7 @@ struct Trainer::Impl {
       val_loader->advance();
     }
     release_ends();
-    last_eval_bytes = comm_bytes_since_reset();
+    last_eval_bytes = comm_since_reset().bytes;
     return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
   }
 
@@ -674,7 +682,7 @@ struct Trainer::Impl {
     release_ends();
     model->set_decode(-1);
     model->set_shape(cfg.micro_batch, cfg.seq_len);
-    last_sample_bytes = comm_bytes_since_reset();
+    last_sample_bytes = comm_since_reset().bytes;
     last_sample_s = timer.seconds();
     return tokenizer->decode(out);
   }
@@ -710,7 +718,6 @@ struct Trainer::Impl {
   TrainSummary run() {
     const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
     const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
-    Communicator* comms[] = {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()};
     const auto m0 = mem_max();
     nlohmann::json header = {{"type", "run"},
                              {"config", cfg.to_json()},
@@ -794,7 +801,7 @@ struct Trainer::Impl {
     for (int step = start_step; step < cfg.steps; ++step) {
       std::optional<trace::Span> step_span(std::in_place, "step", "step", step + 1);
       Timer t;
-      for (Communicator* c : comms) c->stats().reset();
+      reset_comm_stats();
       double loss = 0;
       for (int m = 0; m < loader.accum_steps(); ++m) {
         strategy->begin_micro_batch(m + 1 == loader.accum_steps());
@@ -846,13 +853,7 @@ struct Trainer::Impl {
       const bool stopping = loss_and_stops[1] > 0 && !last;
       const double dt = t.seconds();
       step_span.reset();
-      CommTotals comm;
-      for (Communicator* c : comms) {
-        const CommTotals x = c->stats().totals();
-        comm.bytes += x.bytes;
-        comm.time_s += x.time_s;
-        comm.exposed_s += x.exposed_s;
-      }
+      const CommTotals comm = comm_since_reset();
       comm_bytes = comm.bytes;
       if (step >= start_step + kWarmupSteps || cfg.steps - start_step <= kWarmupSteps) {
         steady_time += dt;
