@@ -67,57 +67,44 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
-    Workload w;
+    // The run as gpt_train would see it: --config's file (read by gpt_train's
+    // own parser) with the run flags given here on top; without --config,
+    // every run flag with plan's defaults (gpt2-124m on H100s, micro-batch 4).
     const auto given = [&](const char* flag) { return app.count(flag) > 0; };
-    w.model = preset(model);
-    if (!config.empty()) {
-      // The run as gpt_train would see it; the flags given here win.
-      const RunConfig rc = run_config_from_file(config);
-      if (!given("--model")) {
-        model = rc.model;
-        w.model = rc.gpt;
-      }
-      if (!given("--seq-len")) seq_len = rc.seq_len;
-      if (!given("--micro-batch")) micro = rc.micro_batch;
-      if (!given("--device")) {
-        device = rc.device == DeviceKind::kCuda ? "cuda" : "cpu";
-        if (!given("--precision")) precision = rc.precision == Precision::kBf16 ? "bf16" : "fp32";
-      }
-      if (!given("--reduce-dtype")) reduce = rc.reduce_dtype;
-      if (!given("--recompute")) recompute = to_string(rc.recompute);
-      ckpt = ckpt || rc.activation_checkpointing;
-      if (!given("--sample-tokens")) sample_tokens = rc.sample_tokens;
-      // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.
-      if (!given("--threads"))
-        threads = rc.threads > 0 ? rc.threads
-                                 : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, rpn ? rpn : ranks));
-      if (!given("--device-mem")) device_mem = rc.device_mem;
-      if (!given("--accum")) {  // the data loader's rule
-        if (rc.global_batch % ranks != 0 || (rc.global_batch / ranks) % micro != 0)
-          throw ConfigError(fmt::format("invalid global-batch = {} in {}: must be a multiple of micro-batch ({}) x "
-                                        "ranks ({})",
-                                        rc.global_batch, config, micro, ranks));
-        accum = rc.global_batch / ranks / micro;
-      }
-    }
-    if (n_layer) w.model.n_layer = n_layer;
-    if (n_head) w.model.n_head = n_head;
-    if (n_embd) w.model.n_embd = n_embd;
-    if (vocab) w.model.vocab_size = vocab;
-    if (n_ctx) w.model.seq_len = n_ctx;
-    w.model.validate();
-    if (seq_len < 0 || seq_len > w.model.seq_len)
-      throw ConfigError(fmt::format("invalid seq-len = {}: the model's context is {}", seq_len, w.model.seq_len));
-    w.seq_len = seq_len ? seq_len : w.model.seq_len;
-    w.micro_batch = micro;
-    w.accum = accum;
-    w.activation_checkpointing = ckpt;
-    w.recompute = gpt::parse_recompute(recompute);
-    w.threads = threads;
-    w.samples = sample_tokens > 0;
-    if (precision.empty()) precision = device == "cuda" ? "bf16" : "fp32";
-    w.format = precision == "bf16" ? NumericFormat::bf16(reduce == "fp32") : NumericFormat::fp32();
-    w.format.gpu = device == "cuda";
+    std::vector<std::string> args;
+    if (!config.empty()) args = {"--config", config};
+    const auto pass = [&](const char* flag, const std::string& value, bool by_default) {
+      if (given(flag) || (config.empty() && by_default)) args.insert(args.end(), {flag, value});
+    };
+    pass("--model", model, true);
+    for (auto [flag, v] : {std::pair{"--n-layer", n_layer}, {"--n-head", n_head}, {"--n-embd", n_embd},
+                           {"--vocab-size", vocab}, {"--n-ctx", n_ctx}})
+      pass(flag, std::to_string(v), false);
+    pass("--seq-len", std::to_string(seq_len), false);
+    pass("--micro-batch", std::to_string(micro), true);
+    // --accum (or, without --config, its default) sets the global batch.
+    if (config.empty() || (given("--accum") && given("--micro-batch")))
+      args.insert(args.end(), {"--global-batch", std::to_string(int64_t(micro) * ranks * accum)});
+    pass("--device", device, true);
+    pass("--precision", precision, false);
+    pass("--reduce-dtype", reduce, false);
+    pass("--recompute", recompute, true);
+    if (ckpt) args.push_back("--activation-checkpointing");
+    pass("--sample-tokens", std::to_string(sample_tokens), true);
+    pass("--device-mem", device_mem, false);
+    RunConfig rc = run_config_from_args(args);
+    if (given("--accum")) rc.global_batch = rc.micro_batch * ranks * accum;  // the file's micro-batch
+    // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.
+    if (!config.empty() && !given("--threads"))
+      threads = rc.threads > 0 ? rc.threads
+                               : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, rpn ? rpn : ranks));
+    const Workload w = run_workload(rc, ranks, threads, config);
+    model = rc.model;
+    device = rc.device == DeviceKind::kCuda ? "cuda" : "cpu";
+    precision = rc.precision == Precision::kBf16 ? "bf16" : "fp32";
+    device_mem = rc.device_mem;
+    recompute = to_string(rc.recompute);
+    ckpt = rc.activation_checkpointing;
     if (!rpn) rpn = ranks;
     if (ranks % rpn)
       throw ConfigError(fmt::format("invalid ranks-per-node = {}: --ranks {} is not a multiple of it", rpn, ranks));
@@ -139,7 +126,7 @@ int main(int argc, char** argv) {
                                          : recompute != "none" ? ", recompute " + recompute : std::string();
     std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
-                w.model.vocab_size, w.seq_len, micro, accum, precision.c_str(),
+                w.model.vocab_size, w.seq_len, w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
     std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %.3g GB/s across\n\n",

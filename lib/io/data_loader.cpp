@@ -43,15 +43,18 @@ std::vector<std::string> expand_globs(const std::string& patterns) {
   return out;
 }
 
-DataLoader::DataLoader(LoaderOptions opt) : opt_(std::move(opt)) {
-  const int per_rank = opt_.global_batch / std::max(1, opt_.world);
-  if (opt_.global_batch <= 0 || opt_.micro_batch <= 0 || opt_.global_batch % opt_.world != 0 ||
-      per_rank % opt_.micro_batch != 0) {
-    throw ConfigError(fmt::format("invalid global-batch = {}: must be a positive multiple of micro-batch ({}) x "
+int accum_steps(int global_batch, int micro_batch, int world, const std::string& source) {
+  if (global_batch <= 0 || micro_batch <= 0 || world <= 0 || global_batch % world != 0 ||
+      (global_batch / world) % micro_batch != 0) {
+    throw ConfigError(fmt::format("invalid global-batch = {}{}: must be a positive multiple of micro-batch ({}) x "
                                   "data-parallel ranks ({})",
-                                  opt_.global_batch, opt_.micro_batch, opt_.world));
+                                  global_batch, source.empty() ? "" : " in " + source, micro_batch, world));
   }
-  accum_ = per_rank / opt_.micro_batch;
+  return global_batch / world / micro_batch;
+}
+
+DataLoader::DataLoader(LoaderOptions opt) : opt_(std::move(opt)) {
+  accum_ = gpt::accum_steps(opt_.global_batch, opt_.micro_batch, opt_.world);
   GPT_CHECK(opt_.seq_len >= 1, "seq_len {}", opt_.seq_len);
   first_window_.push_back(0);
   for (const std::string& f : opt_.files) {

@@ -36,6 +36,11 @@ struct LoaderPosition {
   bool operator==(const LoaderPosition&) const = default;
 };
 
+// Micro-batches per optimizer step: global_batch / (world x micro_batch).
+// Throws ConfigError when global_batch is not a positive multiple of
+// micro_batch x world; `source` (a config file), when given, is named in it.
+int accum_steps(int global_batch, int micro_batch, int world, const std::string& source = {});
+
 class DataLoader {
  public:
   // Throws DataError for unreadable/invalid shards or too little data, and

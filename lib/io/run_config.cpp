@@ -255,12 +255,15 @@ bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
   return parse_sources(argc, argv, cfg, /*need_data=*/true);
 }
 
-RunConfig run_config_from_file(const std::string& path) {
-  const char* argv[] = {"gpt_train", "--config", path.c_str()};
+RunConfig run_config_from_args(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"gpt_train"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
   RunConfig cfg;
-  parse_sources(3, argv, cfg, /*need_data=*/false);
+  parse_sources(int(argv.size()), argv.data(), cfg, /*need_data=*/false);
   return cfg;
 }
+
+RunConfig run_config_from_file(const std::string& path) { return run_config_from_args({"--config", path}); }
 
 namespace {
 

@@ -90,8 +90,12 @@ struct RunConfig {
 // program should exit successfully (--help printed). Throws ConfigError with a
 // one-line message naming the key and value for anything invalid.
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg);
-// A run's config from its TOML file alone, checked as gpt_train checks it
-// except that it may name no data (for plan --config). Throws ConfigError.
+// A run's config from gpt_train's arguments (without the program name; a
+// --config among them is read as gpt_train reads it), checked as gpt_train
+// checks them except that they may name no data: plan's view of a run.
+// Throws ConfigError.
+RunConfig run_config_from_args(const std::vector<std::string>& args);
+// run_config_from_args({"--config", path}).
 RunConfig run_config_from_file(const std::string& path);
 
 

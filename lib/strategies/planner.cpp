@@ -9,9 +9,26 @@
 #include <fmt/ranges.h>
 
 #include "core/bytes.hpp"
+#include "io/data_loader.hpp"
 #include "model/flops.hpp"
 
 namespace gpt {
+
+Workload run_workload(const RunConfig& c, int world, int threads, const std::string& source) {
+  Workload w;
+  w.model = c.gpt;
+  w.seq_len = c.seq_len > 0 ? c.seq_len : c.gpt.seq_len;
+  w.micro_batch = c.micro_batch;
+  w.accum = accum_steps(c.global_batch, c.micro_batch, world, source);
+  w.activation_checkpointing = c.activation_checkpointing;
+  w.recompute = c.recompute;
+  w.threads = threads;
+  w.samples = c.sample_tokens > 0;
+  const bool cuda = c.device == DeviceKind::kCuda;
+  if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
+  w.format.gpu = cuda;
+  return w;
+}
 
 ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int ranks_per_node) {
   ClusterSpec c;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "io/run_config.hpp"
 #include "strategies/cost_model.hpp"
 
 namespace gpt {
@@ -58,6 +59,13 @@ struct Plan {
   int best = -1;              // index into rows; -1 when nothing fits
   std::string reasoning;      // one paragraph: why `best`, or why nothing fits
 };
+
+// The workload a gpt_train config describes on `world` ranks of `threads`
+// CPU threads each: its model, sequence length, micro-batch, accumulation
+// (the data loader's accum_steps; `source`, a config file, is named in its
+// error), activation recomputation, samples and precision. Used by
+// --strategy auto and plan --config alike, so they plan the same run.
+Workload run_workload(const RunConfig& c, int world, int threads, const std::string& source = {});
 
 // ddp, zero1, zero2, zero3, then hybrid R×S (zero3 and zero2 inside) for
 // every 1 < S < world dividing world.

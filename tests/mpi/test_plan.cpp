@@ -155,7 +155,9 @@ TEST(Planner, ForwardOnlyPassesGatherEachBlockPerPassAndTheEndsOnce) {
     };
     EXPECT_EQ(got.sample_comm_bytes, sent_by(c.sample_tokens));
     EXPECT_EQ(got.eval_comm_bytes, sent_by(c.val_batches));
-    if (sharded && S > 1) EXPECT_GT(sent_by(1), 0);
+    if (sharded && S > 1) {
+      EXPECT_GT(sent_by(1), 0);
+    }
   }
 }
 
