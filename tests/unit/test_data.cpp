@@ -4,6 +4,7 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "io/data_loader.hpp"
@@ -154,6 +155,23 @@ TEST_F(DataTest, TooLittleDataOrNonDividingBatchIsAnError) {
   std::vector<std::string> files{write("s.bin", iota_tokens(100))};
   expect_data_error([&] { DataLoader l({files, 16, 8, 8, 0, 1, 1, true, 0}); }, "fewer than one global batch");
   EXPECT_THROW(DataLoader({files, 4, 6, 4, 0, 1, 1, true, 0}), ConfigError);
+}
+
+// The one batch rule of the loader, plan and --strategy auto.
+TEST(AccumSteps, GlobalBatchOverRanksAndMicroBatchOrOneErrorNamingTheSource) {
+  EXPECT_EQ(accum_steps(24, 4, 3), 2);
+  EXPECT_EQ(accum_steps(8, 8, 1), 1);
+  for (auto [g, m, w] : {std::tuple{8, 2, 3}, {12, 8, 1}, {0, 1, 1}, {8, 0, 1}, {6, 4, 1}}) {
+    try {
+      accum_steps(g, m, w, "run.toml");
+      ADD_FAILURE() << g << " " << m << " " << w << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("invalid global-batch = {} in run.toml: must be a positive "
+                                                   "multiple of micro-batch ({}) x data-parallel ranks ({})",
+                                                   g, m, w));
+    }
+  }
+  EXPECT_THROW(accum_steps(8, 2, 3), ConfigError);
 }
 
 TEST_F(DataTest, GlobsExpandSortedAndMissingPatternsFail) {
