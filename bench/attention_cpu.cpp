@@ -2,11 +2,11 @@
 // row saved, probabilities recomputed in backward from 64-query blocks) side
 // by side with the materialised form it replaced (the T x T probabilities
 // written in forward and read back in backward, triangular products), at
-// gpt2-124m's head shape. Both run on the same inputs, interleaved, every
+// gpt2-124m's head shape (--heads: how many). Both run on the same inputs, interleaved, every
 // repetition; the outputs and gradients are compared. Reports the medians
 // and what each keeps for backward. Prints a '#'-commented table, then one
 // JSON line per row.
-//   attention_cpu [--reps N] [--threads N] [--json FILE]
+//   attention_cpu [--reps N] [--threads N] [--heads N] [--json FILE]
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -99,8 +99,8 @@ double rel_diff(const Buffer<float>& a, const Buffer<float>& b) {
 
 Buffer<float> buffer(int64_t n) { return Buffer<float>(size_t(n), MemCategory::kScratch, nullptr); }
 
-std::vector<nlohmann::json> run(int64_t B, int64_t T, int reps) {
-  const AttentionShape s{B, T, 768, 12};  // gpt2-124m: 12 heads of 64
+std::vector<nlohmann::json> run(int64_t B, int64_t T, int64_t heads, int reps) {
+  const AttentionShape s{B, T, 64 * heads, heads};  // heads of 64, as gpt2-124m's 12
   const int threads = omp_get_max_threads();
   Buffer<float> qkv = buffer(B * T * 3 * s.C), dy = buffer(B * T * s.C);
   std::mt19937 rng(1);
@@ -146,20 +146,22 @@ std::vector<nlohmann::json> run(int64_t B, int64_t T, int reps) {
 
 int main(int argc, char** argv) {
   CLI::App app{"attention_cpu: the CPU's flash-style attention against the materialised T x T form, side by side"};
-  int reps = 5, threads = 0;
+  int reps = 5, threads = 0, heads = 12;
   std::string json_path;
   app.add_option("--reps", reps, "timed repetitions (median; one more warms up)")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
+  app.add_option("--heads", heads, "heads of 64 (12: gpt2-124m's; fewer than --threads shows the forward's "
+                 "split of a head's query blocks across threads)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "also write the JSON lines here");
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
-  std::printf("# attention_cpu: gpt2-124m heads (12 x 64), %d threads, medians of %d interleaved runs\n",
-              num_threads(), reps);
+  std::printf("# attention_cpu: %d heads of 64 (gpt2-124m: 12), %d threads, medians of %d interleaved runs\n",
+              heads, num_threads(), reps);
   std::printf("# %5s %5s %-13s %10s %10s %10s %12s %12s\n", "B", "T", "impl", "fwd s", "bwd s", "fwd+bwd", "kept MiB",
               "scratch MiB");
   std::vector<nlohmann::json> results;
   for (auto [B, T] : {std::pair<int64_t, int64_t>{4, 256}, {1, 1024}, {4, 1024}}) {
-    const auto rows = run(B, T, reps);
+    const auto rows = run(B, T, heads, reps);
     for (const auto& r : rows) {
       const double f = r["forward_s"], b = r["backward_s"];
       std::printf("  %5ld %5ld %-13s %10.4f %10.4f %10.4f %12.1f %12.1f\n", long(B), long(T),

@@ -128,25 +128,31 @@ TEST(CpuAttention, EqualsTheDefinitionInDoubleAndFloat) {
   }
 }
 
-// A (batch, head) belongs to one thread and is computed in a fixed order,
-// and every thread's scratch is aligned alike, so the thread count changes
-// nothing, bit for bit. T = 37: a scratch of 2 x 37 x 37 elements per thread
-// would misalign the second thread's; 150 has several blocks.
+// A block of queries is computed by the same calls whichever thread takes
+// it, and every thread's scratch is aligned alike, so the thread count
+// changes nothing, bit for bit: 1 and 2 threads deal the 8 (batch, head)
+// pairs out whole, 3 and 16 split them into query blocks (forward). T = 37: a
+// scratch of 2 x 37 x 37 elements per thread would misalign the second
+// thread's; 150 has several blocks.
 TEST(CpuAttention, ThreadCountChangesNothing) {
   for (int64_t T : {37, 150}) {
     const cpu::AttentionShape s{2, T, 32, 4};
     std::vector<double> qkv, dy;
     inputs(s, qkv, dy);
-    std::vector<float> out1, lse1, d1, out2, lse2, d2;
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
+    std::vector<float> out1, lse1, d1;
     run(qkv, dy, s, out1, lse1, d1);
-    omp_set_num_threads(std::max(2, threads));
-    run(qkv, dy, s, out2, lse2, d2);
+    for (int n : {2, 3, 16}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << T << ", " << n << " threads");
+      std::vector<float> out2, lse2, d2;
+      omp_set_num_threads(n);
+      run(qkv, dy, s, out2, lse2, d2);
+      EXPECT_EQ(out1, out2);
+      EXPECT_EQ(lse1, lse2);
+      EXPECT_EQ(d1, d2);
+    }
     omp_set_num_threads(threads);
-    EXPECT_EQ(out1, out2);
-    EXPECT_EQ(lse1, lse2);
-    EXPECT_EQ(d1, d2);
   }
 }
 

@@ -32,37 +32,52 @@ void check_scratch(int scratch_threads) {
 
 }  // namespace
 
-// Heads are independent: the (b, h) loop is the parallel one and each small
-// product runs single-threaded inside it (Eigen does not nest parallelism).
-// Each (b, h) is one thread's, in a fixed order: results do not depend on
-// the thread count. Query block [i0, i0 + n) sees keys [0, m = i0 + n);
-// the scores above the diagonal are zeroed so whole-block products can be
-// used (causal structure still halves the work across blocks).
+// Every (b, h, query block) is independent in forward. Query block
+// [i0, i0 + n) sees keys [0, m = i0 + n); the scores above the diagonal are
+// zeroed so whole-block products can be used (causal structure still halves
+// the work across blocks). Each small product runs single-threaded (Eigen
+// does not nest parallelism). Two schedules of the same blocks:
+//  - heads (b, h) dealt out statically, each walked block by block on one
+//    thread (its keys and values stay in that core's cache), when they
+//    divide evenly among the threads;
+//  - otherwise every (b, h, block) is a task of a dynamic schedule, a head's
+//    blocks last-first (the last sees the most keys), so a head's blocks
+//    spread over threads: gpt2-124m's 12 heads at micro-batch 1 on a
+//    16-thread rank would leave 4 threads idle and 8 doing two heads.
+// A block's rows are computed by the same calls whichever thread or
+// schedule takes it, in a scratch aligned alike on every thread: results do
+// not depend on the thread count, bit for bit (CpuAttention.ThreadCountChangesNothing).
 template <typename T>
 void attention_forward(T* out, T* lse, const T* qkv, T* scratch, int scratch_threads, const AttentionShape& s) {
   check_scratch(scratch_threads);
   const int64_t Tn = s.T, C = s.C, hs = C / s.NH, rows = std::min(kAttentionQueryRows, Tn);
+  const int64_t heads = s.B * s.NH, blocks = (Tn + rows - 1) / rows;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-#pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < s.B * s.NH; ++bh) {
-    const int64_t b = bh / s.NH, h = bh % s.NH;
+  const auto block = [&](int64_t bh, int64_t i0) {
+    const int64_t b = bh / s.NH, h = bh % s.NH, n = std::min(rows, Tn - i0), m = i0 + n;
     const T* base = qkv + b * Tn * 3 * C + h * hs;
     const Eigen::OuterStride<> st3(3 * C);
     CMapRS<T> q(base, Tn, hs, st3), k(base + C, Tn, hs, st3), v(base + 2 * C, Tn, hs, st3);
     MapRS<T> y(out + b * Tn * C + h * hs, Tn, hs, Eigen::OuterStride<>(C));
     T* sc = scratch + omp_get_thread_num() * attention_scratch_per_thread(Tn);
-    for (int64_t i0 = 0; i0 < Tn; i0 += rows) {
-      const int64_t n = std::min(rows, Tn - i0), m = i0 + n;
-      MapR<T> p(sc, n, m);
-      p.noalias() = q.middleRows(i0, n) * k.topRows(m).transpose();
-      for (int64_t r = 0; r < n; ++r) {
-        T* row = sc + r * m;
-        const int64_t len = i0 + r + 1;
-        lse[bh * Tn + i0 + r] = softmax_scaled(row, len, scale);
-        std::fill(row + len, row + m, T(0));
-      }
-      y.middleRows(i0, n).noalias() = p * v.topRows(m);
+    MapR<T> p(sc, n, m);
+    p.noalias() = q.middleRows(i0, n) * k.topRows(m).transpose();
+    for (int64_t r = 0; r < n; ++r) {
+      T* row = sc + r * m;
+      const int64_t len = i0 + r + 1;
+      lse[bh * Tn + i0 + r] = softmax_scaled(row, len, scale);
+      std::fill(row + len, row + m, T(0));
     }
+    y.middleRows(i0, n).noalias() = p * v.topRows(m);
+  };
+  if (heads % omp_get_max_threads() == 0) {
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < heads; ++bh)
+      for (int64_t i0 = 0; i0 < Tn; i0 += rows) block(bh, i0);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t task = 0; task < heads * blocks; ++task)
+      block(task / blocks, (blocks - 1 - task % blocks) * rows);
   }
 }
 
@@ -87,7 +102,11 @@ void attention_decode(T* out, T* scores, const T* q, const T* kv, int64_t P, int
 // dS = P (dP - rowsum(P dP)) * scale (the softmax's gradient; the row sum
 // is over the block's own recomputed row, so forward's output is not
 // needed), then dq = dS k for the block and dk += dS^T q, dv += P^T dy over
-// the keys it sees.
+// the keys it sees. The parallel loop is over (b, h) only: dk and dv sum
+// over a head's query blocks, and splitting those across threads while
+// keeping the result independent of the thread count would need either a
+// second pass over key blocks (7 products instead of 5) or every block's
+// partial sums kept (T^2 / 64 x head size per head).
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* lse, T* scratch, int scratch_threads,
                         const AttentionShape& s) {
