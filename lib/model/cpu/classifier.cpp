@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "model/cpu/eigen_maps.hpp"
+#include "model/cpu/matmul.hpp"
 
 namespace gpt::cpu {
 
@@ -42,10 +43,7 @@ void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierSha
 
 template <typename T>
 void classifier_logits_row(T* logits, const T* inp_row, const T* wte, const ClassifierShape& s) {
-  CMapR<T> W(wte, s.Vp, s.C);
-  CVec<T> x(inp_row, s.C);
-  Vec<T> l(logits, s.Vp);
-  l.noalias() = x * W.transpose();
+  matvec_rows(logits, wte, inp_row, s.Vp, s.C);
   for (int64_t j = s.V; j < s.Vp; ++j) logits[j] = -std::numeric_limits<T>::infinity();
 }
 

@@ -1,14 +1,33 @@
 #include "model/cpu/matmul.hpp"
 
+#include <algorithm>
+
 #include "model/cpu/eigen_maps.hpp"
 
 namespace gpt::cpu {
 
 template <typename T>
+void matvec_rows(T* y, const T* W, const T* x, int64_t rows, int64_t cols) {
+  CVec<T> xv(x, cols);
+  // A remainder under 8 rows joins the last slice: a slice of one row would
+  // be a dot product, summed in another order than the whole product's row.
+  const int64_t slices = std::max<int64_t>(1, rows / kMatvecSlice + (rows % kMatvecSlice >= 8 ? 1 : 0));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < slices; ++i) {
+    const int64_t r0 = i * kMatvecSlice, n = i + 1 < slices ? kMatvecSlice : rows - r0;
+    Vec<T>(y + r0, n).noalias() = xv * CMapR<T>(W + r0 * cols, n, cols).transpose();
+  }
+}
+
+template <typename T>
 void linear_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, int64_t C, int64_t OC) {
   MapR<T> y(out, N, OC);
   CMapR<T> x(inp, N, C), W(w, OC, C);
-  y.noalias() = x * W.transpose();  // Eigen's GEMM, threaded by OpenMP
+  if (N == 1) {
+    matvec_rows(out, w, inp, OC, C);
+  } else {
+    y.noalias() = x * W.transpose();  // Eigen's GEMM, threaded by OpenMP
+  }
   if (bias) {
     CVec<T> b(bias, OC);
 #pragma omp parallel for schedule(static)
@@ -40,6 +59,8 @@ void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
   }
 }
 
+template void matvec_rows<float>(float*, const float*, const float*, int64_t, int64_t);
+template void matvec_rows<double>(double*, const double*, const double*, int64_t, int64_t);
 template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
 template void linear_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
