@@ -20,6 +20,7 @@
 
 #include "json_lines.hpp"
 
+#include "core/host_heap.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
                  "split of a head's query blocks across threads)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "also write the JSON lines here");
   CLI11_PARSE(app, argc, argv);
+  keep_large_heap_blocks();  // as gpt_train (core/host_heap.hpp)
   set_num_threads(threads);
   std::printf("# attention_cpu: %d heads of 64 (gpt2-124m: 12), %d threads, medians of %d interleaved runs\n",
               heads, num_threads(), reps);

@@ -16,6 +16,7 @@
 
 #include "json_lines.hpp"
 
+#include "core/host_heap.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("--configs", configs, "comma-separated: a, b, c");
   app.add_option("--json", json_path, "also write the JSON lines here");
   CLI11_PARSE(app, argc, argv);
+  keep_large_heap_blocks();  // as gpt_train (core/host_heap.hpp)
   set_num_threads(threads);
   const auto gpt2_at = [](int T) {
     GPTConfig c = preset("gpt2-124m");

@@ -15,6 +15,7 @@
 
 #include "json_lines.hpp"
 
+#include "core/host_heap.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   app.add_option("--configs", configs, "comma-separated presets");
   app.add_option("--json", json_path, "also write the JSON lines here");
   CLI11_PARSE(app, argc, argv);
+  keep_large_heap_blocks();  // as gpt_train (core/host_heap.hpp)
   set_num_threads(threads);
   std::printf("# sample_decode: %d threads, %d new tokens (greedy) after a prompt of up to %d\n", num_threads(), K,
               P);

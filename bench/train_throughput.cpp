@@ -16,6 +16,7 @@
 
 #include "json_lines.hpp"
 
+#include "core/host_heap.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the JSON lines here");
   app.add_flag("--activation-checkpointing", ckpt, "recompute blocks in backward");
   CLI11_PARSE(app, argc, argv);
+  gpt::keep_large_heap_blocks();  // as gpt_train (core/host_heap.hpp)
   gpt::set_num_threads(threads);
 
   std::vector<BenchConfig> all = {

@@ -12,6 +12,7 @@
 #include "comm/mpi_wait.hpp"
 #include "comm/thread_share.hpp"
 #include "core/error.hpp"
+#include "core/host_heap.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
 #include "core/stall_guard.hpp"
@@ -998,6 +999,7 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   // The share is collective: every rank computes it, whatever its own
   // environment says, so that a rank with OMP_NUM_THREADS set cannot leave
   // the others waiting.
+  keep_large_heap_blocks();  // Eigen's per-call packing blocks reuse the heap's pages (core/host_heap.hpp)
   std::string threads_note;
   if (cfg.threads > 0) {
     set_num_threads(cfg.threads);
