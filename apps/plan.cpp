@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
                                          : recompute != "none" ? ", recompute " + recompute : std::string();
     std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
-                w.model.vocab_size, w.seq_len, w.micro_batch, w.accum, precision.c_str(),
+                w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
     std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %.3g GB/s across\n\n",

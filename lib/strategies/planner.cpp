@@ -17,7 +17,7 @@ namespace gpt {
 Workload run_workload(const RunConfig& c, int world, int threads, const std::string& source) {
   Workload w;
   w.model = c.gpt;
-  w.seq_len = c.seq_len > 0 ? c.seq_len : c.gpt.seq_len;
+  w.seq_len = c.seq_len;  // 0: the model's context (Workload::T)
   w.micro_batch = c.micro_batch;
   w.accum = accum_steps(c.global_batch, c.micro_batch, world, source);
   w.activation_checkpointing = c.activation_checkpointing;

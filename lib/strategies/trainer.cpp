@@ -994,12 +994,12 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   // each phase (communicators, each unit's initial values, model and data)
   // is progress.
   StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
+  keep_large_heap_blocks();  // Eigen's per-call packing blocks reuse the heap's pages (core/host_heap.hpp)
   // --threads 0: OMP_NUM_THREADS if it is set (OpenMP reads it), else this
   // rank's share of the cores it may run on (comm/thread_share.hpp).
   // The share is collective: every rank computes it, whatever its own
   // environment says, so that a rank with OMP_NUM_THREADS set cannot leave
   // the others waiting.
-  keep_large_heap_blocks();  // Eigen's per-call packing blocks reuse the heap's pages (core/host_heap.hpp)
   std::string threads_note;
   if (cfg.threads > 0) {
     set_num_threads(cfg.threads);
