@@ -7,11 +7,13 @@
 #   2. the single-GPU benchmark vs PyTorch eager/compile (bench/results/);
 #   3. the full build against the carried Open MPI/HDF5 and the trainer's
 #      GPU test (every strategy on 1/2/4 ranks sharing the GPU, NCCL on 1);
+#      full-build and full-test run its two halves apart (scripts/gpu_lease.sh
+#      builds while the op tests hold the GPU);
 #   sanitize (not in all): the op tests under compute-sanitizer: memcheck
 #      (out-of-bounds and misaligned accesses) and racecheck (shared-memory
 #      hazards, what the emulator's schedule can only provoke, not observe).
 # Logs go to ${OUT:-runs/gpu_verify}/.
-#   scripts/gpu_verify.sh [ops|bench|full|sanitize|all] (default all)
+#   scripts/gpu_verify.sh [ops|bench|full|full-build|full-test|sanitize|all] (default all)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 what="${1:-all}"
@@ -25,7 +27,12 @@ rc=0
 # NCCL: the toolkit's, or else the one PyTorch's pip wheels bring (nvidia-nccl).
 nccl_root=()
 if ! ls /usr/local/cuda/include/nccl.h > /dev/null 2>&1; then
-  pip_nccl="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
+  # The wheel's layout differs between releases (nvidia/nccl/, nvidia/cu13/): take the folder above its nccl.h.
+  pip_nccl=""
+  for base in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+    h="$(find "$base" -path '*include/nccl.h' 2>/dev/null | head -n 1)"
+    [ -n "$h" ] && { pip_nccl="$(dirname "$(dirname "$h")")"; break; }
+  done
   [ -n "$pip_nccl" ] && nccl_root=(-DNCCL_ROOT="$pip_nccl")
   echo "NCCL: ${pip_nccl:-not found (the NCCL communicator will be left out)}" | tee -a "$out/gpu.txt"
 fi
@@ -36,7 +43,7 @@ if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = sanitize ] || [ "$wha
     cmake --build "$root/build-gpu" -j "$jobs" > "$out/ops-build.log" 2>&1 || { echo "ops build failed"; tail -30 "$out/ops-build.log"; exit 1; }
 fi
 if [ "$what" = ops ] || [ "$what" = all ]; then
-  (cd "$root/build-gpu" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
+  (cd "$root/build-gpu" && ctest -L gpu --timeout 300 --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   # What this GPU's cuBLASLt computes in its GELU epilogues (the Matmul's
   # check: fused only if it is GPT-2's GELU), for the record.
@@ -54,7 +61,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log" || rc=1
   cp "$root"/bench/results/gpu-*.json "$out/" 2>/dev/null || true
 fi
-if [ "$what" = full ] || [ "$what" = all ]; then
+case "$what" in full|all) full_build=1; full_test=1 ;; full-build) full_build=1; full_test=0 ;;
+  full-test) full_build=0; full_test=1 ;; *) full_build=0; full_test=0 ;; esac
+if [ "$full_build" = 1 ] || [ "$full_test" = 1 ]; then
   # Open MPI, HDF5 and PCRE2 from the carried Debian tree, relocated: they
   # were built for /usr (OPAL_PREFIX and PMIX_INSTALL_PREFIX move Open MPI's
   # and PMIx's plugin and help paths; LD_LIBRARY_PATH finds the libraries).
@@ -62,10 +71,15 @@ if [ "$what" = full ] || [ "$what" = all ]; then
   lib="$prefix/lib/x86_64-linux-gnu"
   export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" PMIX_INSTALL_PREFIX="$lib/pmix2"
   export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
-  cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" > "$out/full-configure.log" 2>&1 &&
-    cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 &&
-    (cd "$root/build-gpu-full" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40 ||
-    { echo "full build/test failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
+  if [ "$full_build" = 1 ]; then
+    cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+      -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" > "$out/full-configure.log" 2>&1 &&
+      cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 ||
+      { echo "full build failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
+  fi
+  if [ "$full_test" = 1 ] && [ "$rc" = 0 ]; then
+    (cd "$root/build-gpu-full" && ctest -L gpu --timeout 300 --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "full tests failed: see $out/full-ctest.log"; rc=1; }
+  fi
 fi
 exit $rc
