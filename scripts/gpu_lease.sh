@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Every GPU check in one call of the `run` device tool, within a deadline:
 # a lease is short (minutes of device time, each start costs one or two), and
-# a call returns at most 8 files from $OUT. Runs scripts/gpu_verify.sh's steps
-# in the order of their worth, each cut off at the deadline:
-#   1. ops build, then the op tests; the full build (Open MPI/HDF5, CPU-bound)
-#      runs niced beside them, so it is ready when the GPU work is;
-#   2. the benchmark against PyTorch, alone on the machine (its timings);
-#   3. the trainer's GPU tests from the full build (strategies on ranks
-#      sharing the GPU, NCCL on 1 rank);
-#   4. compute-sanitizer memcheck of the op tests, if time is left.
-# $OUT gets summary.txt (each step's exit status and seconds, the GPU), the
-# benchmark's JSON, and logs.tgz (every log; refreshed every 20 s, so a call
-# cut off at its limit still brings back what ran).
-#   scripts/gpu_lease.sh [SECONDS] (default 480)
+# a call returns at most 8 files from $OUT. Runs the named steps in this
+# order, each cut off at the deadline:
+#   ops      the GPU-only build and the op/model tests (always built: the
+#            other steps use it); with `full` named, the full build (Open MPI,
+#            HDF5; CPU-bound) runs niced beside them and the GPU steps after
+#            the op tests wait for it, so their timings have the machine;
+#   bench    bench/gpu_vs_torch.sh (ours against PyTorch eager and compiled);
+#   profile  bench/gpu_kernel_profile.sh (ncu: each kernel's time in a step);
+#   full     the trainer's GPU tests (strategies on ranks sharing the GPU,
+#            NCCL on 1 rank) from the full build;
+#   memcheck compute-sanitizer memcheck over the op tests.
+# $OUT gets summary.txt (each step's exit status and seconds, the GPU, the
+# tables), the benchmark's JSON, and logs.tgz (every log; refreshed every
+# 20 s, so a call cut off at its limit still brings back what ran).
+#   scripts/gpu_lease.sh [SECONDS] [STEP...]   (default 480 ops bench full memcheck)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 final="${OUT:?set OUT: the folder whose files come back}"
-budget="${1:-480}"
+budget="${1:-480}"; shift $(( $# > 0 ? 1 : 0 ))
+steps=" ${*:-ops bench full memcheck} "
+wants() { [[ "$steps" == *" $1 "* ]]; }
 logs=/tmp/gpu_lease; rm -rf "$logs"; mkdir -p "$logs"
 left() { echo $(( budget - SECONDS )); }
 pack() { tar czf "$final/logs.tmp" -C "$logs" . 2>/dev/null && mv -f "$final/logs.tmp" "$final/logs.tgz"; }
@@ -37,20 +42,36 @@ trap 'kill $packer 2>/dev/null; pack' EXIT
 note "gpu_lease: $(git -C "$root" rev-parse --short HEAD 2>/dev/null) budget ${budget} s"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$final/summary.txt"
 export OUT="$logs"
-( sleep 5; nice -n 19 "$root/scripts/gpu_verify.sh" full-build > "$logs/full-build.out" 2>&1
-  echo "rc=$?" >> "$logs/full-build.out" ) & full=$!
+full=""
+if wants full; then
+  ( sleep 5; nice -n 19 "$root/scripts/gpu_verify.sh" full-build > "$logs/full-build.out" 2>&1
+    echo "rc=$?" >> "$logs/full-build.out" ) & full=$!
+fi
 step ops "$root/scripts/gpu_verify.sh" ops
-grep -E 'tests passed|tests failed|Failed|SKIPPED|\*\*\*' "$logs/ops-ctest.log" 2>/dev/null | head -n 30 | tee -a "$final/summary.txt"
-# The benchmark wants the machine to itself: wait for the build (or the deadline).
-t0=$SECONDS
-while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 200 ]; do sleep 2; done
-note "full-build: $(kill -0 "$full" 2>/dev/null && echo 'still running' || tail -n 1 "$logs/full-build.out") after $(( SECONDS - t0 )) s of waiting"
-step bench "$root/scripts/gpu_verify.sh" bench
-grep -A 40 '^# gpt2' "$logs/bench.out" | head -n 60 >> "$final/summary.txt"
-cp "$logs"/gpu-*.json "$final/" 2>/dev/null
-while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done
-step full-test "$root/scripts/gpu_verify.sh" full-test
-grep -E 'tests passed|tests failed|Failed|SKIPPED' "$logs/full-ctest.log" 2>/dev/null | head -n 30 | tee -a "$final/summary.txt"
-[ "$(left)" -gt 120 ] && step memcheck timeout "$(( $(left) - 10 ))" compute-sanitizer --tool memcheck \
-  --error-exitcode 3 "$root/build-gpu/tests/test_cuda_ops"
+grep -E 'tests passed|tests failed|Failed|Not Run|\*\*\*' "$logs/ops-ctest.log" 2>/dev/null | head -n 40 |
+  tee -a "$final/summary.txt"
+# The timed steps want the machine to themselves: wait for the build (or the deadline).
+if [ -n "$full" ]; then
+  t0=$SECONDS
+  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 200 ]; do sleep 2; done
+  note "full-build: $(kill -0 "$full" 2>/dev/null && echo 'still running' || tail -n 1 "$logs/full-build.out") after $(( SECONDS - t0 )) s of waiting"
+fi
+if wants bench; then
+  step bench "$root/scripts/gpu_verify.sh" bench
+  grep -A 40 '^# gpt2' "$logs/bench.out" | head -n 60 >> "$final/summary.txt"
+  cp "$logs"/gpu-*.json "$final/" 2>/dev/null
+fi
+if wants profile; then
+  step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
+  grep -v '^{' "$logs/profile.out" | head -n 60 >> "$final/summary.txt"
+fi
+if [ -n "$full" ]; then
+  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done
+  step full-test "$root/scripts/gpu_verify.sh" full-test
+  grep -E 'tests passed|tests failed|Failed|Not Run' "$logs/full-ctest.log" 2>/dev/null | head -n 30 |
+    tee -a "$final/summary.txt"
+fi
+if wants memcheck; then
+  step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$root/build-gpu/tests/test_cuda_ops"
+fi
 note "gpu_lease: done at $SECONDS s"

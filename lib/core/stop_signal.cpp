@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <atomic>
+#include <initializer_list>
 
 namespace gpt {
 
