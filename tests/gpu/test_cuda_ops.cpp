@@ -199,9 +199,12 @@ void check_layernorm(int64_t C) {
   gdw.check_guards();
 }
 
-// C = 200: rows of 16-byte vectors; C = 37: the scalar kernels.
+// C = 200: rows of 16-byte vectors; C = 37: the scalar kernels. Both keep
+// the backward's rows in registers; C = 1040 (16-byte vectors) and C = 301
+// (scalar) are too wide for that (more than kRowChunks chunks per lane) and
+// take the backward kernel that accumulates in scratch.
 TYPED_TEST(CudaOps, LayerNormForwardBackward) {
-  for (int64_t C : {200, 37}) {
+  for (int64_t C : {200, 37, 1040, 301}) {
     SCOPED_TRACE(testing::Message() << "C = " << C);
     check_layernorm<TypeParam>(C);
   }

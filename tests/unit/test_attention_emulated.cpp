@@ -145,9 +145,13 @@ void check(const Case& k) {
       << "log-sum-exp";
 
   // delta = rowsum(dout * out) by the backward's first kernel (both paths use it).
-  emulated_cuda::launch(dim3(blocks_for(int64_t(n_rows), simt::kDeltaThreads)), simt::kDeltaThreads, 0, [&] {
-    simt::attention_delta_kernel<T, HS>(delta.data(), dy.data(), out.data(), Tn, C, NH, int64_t(n_rows));
-  });
+  // Both forms: 16-byte vectors (the buffers here are aligned) and one element per access.
+  Guarded<float> delta_scalar(n_rows);
+  for (bool vec : {true, false})
+    emulated_cuda::launch(simt::delta_grid<T, HS>(int64_t(n_rows)), simt::kDeltaThreads, 0, [&] {
+      simt::attention_delta_kernel<T, HS>((vec ? delta : delta_scalar).data(), dy.data(), out.data(), Tn, C, NH,
+                                          int64_t(n_rows), vec);
+    });
   std::vector<float> delta_ref(n_rows);
   for (size_t bh = 0; bh < size_t(B) * NH; ++bh)
     for (int i = 0; i < Tn; ++i) {
@@ -156,7 +160,10 @@ void check(const Case& k) {
       for (int d = 0; d < HS; ++d) s += dy_f[off + d] * out_f[off + d];
       delta_ref[bh * Tn + i] = s;
     }
-  EXPECT_LE(rel_error(delta.values(), delta_ref), 1e-6) << "delta";  // the same sums in the same order: measured 0
+  // The same products, added in another order (lanes, then a shuffle tree): fp32 rounding.
+  EXPECT_LE(rel_error(delta.values(), delta_ref), 1e-6) << "delta";
+  EXPECT_LE(rel_error(delta_scalar.values(), delta_ref), 1e-6) << "delta, one element per access";
+  EXPECT_TRUE(delta.guards_intact() && delta_scalar.guards_intact());
 
   reset_stats();
   backward<T, HS>(k.family, dqkv.data(), dy.data(), qkv.data(), lse.data(), delta.data(), k);

@@ -57,11 +57,14 @@ void for_each_width(Body body) {
   body(std::integral_constant<int, 1>{});
 }
 
+// rows: layernorm_backward_rows_kernel (rows in registers), else
+// layernorm_backward_kernel; the launcher picks by C / W.
 template <typename T, int W>
-void check_layernorm() {
+void check_layernorm(bool rows) {
   using namespace layernorm_impl;
-  SCOPED_TRACE(testing::Message() << "width " << W);
+  SCOPED_TRACE(testing::Message() << "width " << W << (rows ? ", rows in registers" : ", partials in scratch"));
   const int64_t N = 37, C = 200;
+  if (rows && C / W > 32 * kRowChunks) return;  // the launcher's rule
   // Inputs representable in T, so CPU and kernel see the same values.
   auto x0 = randn(N * C, 2.f, 1);
   for (float& v : x0) v += 3.f;  // a large mean: the two-pass variance must hold up
@@ -76,15 +79,16 @@ void check_layernorm() {
 
   auto gx = to<T>(x), gw = to<T>(w), gb = to<T>(b), gdy = to<T>(dy), gout = std::vector<T>(N * C);
   auto gdx = to<T>(dx0), gdw = to<T>(dw0), gdb = to<T>(db0);
-  std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C);
+  // NaN: the rows kernel must write every partial row, including those of warps with no rows.
+  std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C, NAN);
   emulated_cuda::launch(dim3(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock)), 32 * kRowsPerBlock, 0, [&] {
     layernorm_forward_kernel<T, W>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
   });
   emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
-    layernorm_backward_kernel<T, W>(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(),
-                                 grstd.data(), N, C);
+    (rows ? layernorm_backward_rows_kernel<T, W> : layernorm_backward_kernel<T, W>)(
+        gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);
   });
-  emulated_cuda::launch(dim3(unsigned((C + 255) / 256)), 256, 0, [&] {
+  emulated_cuda::launch(param_grad_grid(C), param_grad_block(), 0, [&] {
     layernorm_param_grad_kernel<T>(gdw.data(), gdb.data(), scratch.data(), kBackwardWarps, C);
   });
   EXPECT_LE(rel_error(widen(gout), out), tolerance<T>()) << "out";
@@ -96,7 +100,8 @@ void check_layernorm() {
 }
 
 TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
-  for_each_width<TypeParam>([](auto w) { check_layernorm<TypeParam, decltype(w)::value>(); });
+  for (bool rows : {true, false})
+    for_each_width<TypeParam>([rows](auto w) { check_layernorm<TypeParam, decltype(w)::value>(rows); });
 }
 
 // Loss per row and, in place of the logits, (softmax - onehot) * scale; the

@@ -149,7 +149,7 @@ std::vector<float> bias_grad_sums(const std::vector<float>& dout, const std::vec
   emulated_cuda::launch(l.partial_grid, l.partial_block, 0, [&] {
     impl::bias_grad_partial_kernel<W, T>(partial.data(), gdout.data(), N, OC, l.chunk);
   });
-  emulated_cuda::launch(dim3(l.final_blocks), impl::LaunchPlan::kFinalThreads, 0, [&] {
+  emulated_cuda::launch(l.final_grid, l.final_block, 0, [&] {
     impl::bias_grad_final_kernel<T>(gdbias.data(), partial.data(), l.parts, OC);
   });
   EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact());

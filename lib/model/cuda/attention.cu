@@ -24,8 +24,9 @@ void forward_hs(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaS
 template <typename T, int HS>
 void delta_hs(float* delta, const T* dout, const T* out, const AttentionShape& s, cudaStream_t stream) {
   const int64_t rows = s.B * s.NH * s.T;
-  detail::launch_kernel(attention_delta_kernel<T, HS>, blocks_for(rows, kDeltaThreads), kDeltaThreads, 0, stream,
-                        delta, dout, out, int(s.T), int(s.C), int(s.NH), rows);
+  const bool vec = vector_width<T>(s.C, {dout, out}) > 1;
+  detail::launch_kernel(attention_delta_kernel<T, HS>, delta_grid<T, HS>(rows), kDeltaThreads, 0, stream, delta, dout,
+                        out, int(s.T), int(s.C), int(s.NH), rows, vec);
 }
 
 template <typename T, int HS>

@@ -20,8 +20,7 @@ int bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cu
     const LaunchPlan l = launch_plan<W>(N, OC);
     detail::launch_kernel(bias_grad_partial_kernel<W, T>, l.partial_grid, l.partial_block, 0, s, scratch, dout, N,
                           OC, l.chunk);
-    detail::launch_kernel(bias_grad_final_kernel<T>, l.final_blocks, LaunchPlan::kFinalThreads, 0, s, dbias, scratch,
-                          l.parts, OC);
+    detail::launch_kernel(bias_grad_final_kernel<T>, l.final_grid, l.final_block, 0, s, dbias, scratch, l.parts, OC);
   });
   return used;
 }

@@ -21,11 +21,13 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, float* scratch, const T* dout, const T* inp, const T* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {dinp, dout, inp, w}), [&](auto width) {
-    detail::launch_kernel(layernorm_backward_kernel<T, width()>, kBackwardWarps / kBackwardWarpsPerBlock,
-                          32 * kBackwardWarpsPerBlock, 0, s, dinp, scratch, dout, inp, w, mean, rstd, N, C);
+    const auto kernel = C / width() <= 32 * kRowChunks ? layernorm_backward_rows_kernel<T, width()>
+                                                       : layernorm_backward_kernel<T, width()>;
+    detail::launch_kernel(kernel, kBackwardWarps / kBackwardWarpsPerBlock, 32 * kBackwardWarpsPerBlock, 0, s, dinp,
+                          scratch, dout, inp, w, mean, rstd, N, C);
   });
-  detail::launch_kernel(layernorm_param_grad_kernel<T>, blocks_for(C, 256), 256, 0, s, dw, db, scratch,
-                        kBackwardWarps, C);
+  detail::launch_kernel(layernorm_param_grad_kernel<T>, param_grad_grid(C), param_grad_block(), 0, s, dw, db,
+                        scratch, kBackwardWarps, C);
 }
 
 #define GPT_INSTANTIATE(T)                                                                                        \
