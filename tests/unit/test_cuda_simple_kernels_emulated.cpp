@@ -331,19 +331,22 @@ TEST(EmulatedSimpleKernels, ConvertAndAccumulate) {
 }
 
 // *out += the sum (of squares) in double: the fixed grid's partials, then
-// one thread adding them in order. n = 200003 > kSumBlocks * kSumThreads,
-// so threads take two elements (the grid-stride loop) and the last block's
-// are partial. The sum is of the stored (T) values; double accumulation in
-// another order than the host's differs by ~1e-16 relative.
+// one block adding them in a fixed order. n = 200003 > kSumBlocks *
+// kSumThreads, so threads take two elements (the grid-stride loop) and the
+// last block's are partial; with 16-byte vectors, the n % kVec elements left
+// are added one at a time. Both forms. The sum is of the stored (T) values;
+// double accumulation in another order than the host's differs by ~1e-16
+// relative.
 template <typename T, bool kSquare>
-double device_sum(const std::vector<float>& x, double start) {
+double device_sum(const std::vector<float>& x, double start, bool vec) {
   namespace impl = elementwise_impl;
   Guarded<T> gx(x);
   std::vector<double> partial(size_t(impl::kSumBlocks), std::nan(""));
   double out = start;
   emulated_cuda::launch(dim3(impl::kSumBlocks), impl::kSumThreads, 0,
-                        [&] { impl::sum_kernel<T, kSquare>(gx.data(), int64_t(x.size()), partial.data()); });
-  emulated_cuda::launch(dim3(1), 1, 0, [&] { impl::sum_partials_kernel(partial.data(), impl::kSumBlocks, &out); });
+                        [&] { impl::sum_kernel<T, kSquare>(gx.data(), int64_t(x.size()), partial.data(), vec); });
+  emulated_cuda::launch(dim3(1), impl::kSumThreads, 0,
+                        [&] { impl::sum_partials_kernel(partial.data(), impl::kSumBlocks, &out); });
   return out;
 }
 
@@ -351,6 +354,7 @@ TYPED_TEST(EmulatedSimpleKernels, SumSquaresAndValues) {
   using T = TypeParam;
   const int64_t n = 200003;
   ASSERT_GT(n, int64_t(elementwise_impl::kSumBlocks) * elementwise_impl::kSumThreads);
+  ASSERT_NE(n % kVec<T>, 0);
   const auto x = rounded<T>(randn(n, 1.f, 40));
   double squares = 0, values = 0;
   for (float v : x) {
@@ -358,9 +362,12 @@ TYPED_TEST(EmulatedSimpleKernels, SumSquaresAndValues) {
     values += v;
   }
   const double start = 1.5;
-  EXPECT_NEAR((device_sum<T, true>(x, start)), start + squares, 1e-12 * squares) << "sum of squares";
-  if constexpr (std::is_same_v<T, float>) {
-    EXPECT_NEAR((device_sum<float, false>(x, start)), start + values, 1e-12 * squares) << "sum of values";
+  for (bool vec : {true, false}) {
+    SCOPED_TRACE(vec ? "16-byte vectors" : "one element per access");
+    EXPECT_NEAR((device_sum<T, true>(x, start, vec)), start + squares, 1e-12 * squares) << "sum of squares";
+    if constexpr (std::is_same_v<T, float>) {
+      EXPECT_NEAR((device_sum<float, false>(x, start, vec)), start + values, 1e-12 * squares) << "sum of values";
+    }
   }
 }
 

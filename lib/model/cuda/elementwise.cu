@@ -24,12 +24,13 @@ int64_t sum_squares_scratch() { return kSumBlocks; }
 namespace {
 
 // *out += sum of x[i] (squared with kSquare): per-block partials, then one
-// thread adds them in block order.
+// block adds them in a fixed order.
 template <typename T, bool kSquare>
 void sum_into(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
   if (n == 0) return;
-  detail::launch_kernel(sum_kernel<T, kSquare>, kSumBlocks, kSumThreads, 0, s, x, n, scratch);
-  detail::launch_kernel(sum_partials_kernel, 1, 1, 0, s, scratch, kSumBlocks, out);
+  const bool vec = vector_width<T>(kVec<T>, {x}) > 1;
+  detail::launch_kernel(sum_kernel<T, kSquare>, kSumBlocks, kSumThreads, 0, s, x, n, scratch, vec);
+  detail::launch_kernel(sum_partials_kernel, 1, kSumThreads, 0, s, scratch, kSumBlocks, out);
 }
 
 }  // namespace
