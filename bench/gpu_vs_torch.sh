@@ -47,8 +47,13 @@ gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.
 sample_tokens=$(( seq / 2 < 64 ? seq / 2 : 64 ))
 sample="$(json_of "$build/bench/bench_gpu_sample" --model "$model" --seq "$seq" --prompt $(( seq / 2 )) \
   --tokens "$sample_tokens")" || sample='null'
-rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
+# GPT_GIT_REVISION: the commit, where this copy's .git cannot say (the device tool's may be stale).
+if [ -n "${GPT_GIT_REVISION:-}" ]; then
+  rev="$GPT_GIT_REVISION"; dirty=""
+else
+  rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  dirty="$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo "+local changes" || true)"
+fi
 # The rows travel in the environment: the program itself comes on stdin.
 ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
   GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" SAMPLE_JSON="$sample" python3 - "$results" "$rev$dirty" <<'PY'

@@ -15,6 +15,9 @@
 # $OUT gets summary.txt (each step's exit status and seconds, the GPU, the
 # tables), the benchmark's JSON, and logs.tgz (every log; refreshed every
 # 20 s, so a call cut off at its limit still brings back what ran).
+# The device tool's copy of .git may report a stale HEAD: pass the commit
+# measured as GPT_GIT_REVISION=$(git rev-parse --short HEAD) (taken here)
+# for the benchmark's JSON.
 #   scripts/gpu_lease.sh [SECONDS] [STEP...]   (default 480 ops bench full memcheck)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,7 +42,7 @@ step() {
 }
 (while sleep 20; do pack; done) & packer=$!
 trap 'kill $packer 2>/dev/null; pack' EXIT
-note "gpu_lease: $(git -C "$root" rev-parse --short HEAD 2>/dev/null) budget ${budget} s"
+note "gpu_lease: ${GPT_GIT_REVISION:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null)} budget ${budget} s"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$final/summary.txt"
 export OUT="$logs"
 full=""
@@ -50,11 +53,16 @@ fi
 step ops "$root/scripts/gpu_verify.sh" ops
 grep -E 'tests passed|tests failed|Failed|Not Run|\*\*\*' "$logs/ops-ctest.log" 2>/dev/null | head -n 40 |
   tee -a "$final/summary.txt"
-# The timed steps want the machine to themselves: wait for the build (or the deadline).
+# The timed steps want the machine to themselves: wait for the build, as
+# long as the deadline leaves the benchmark its 70 s or so after it.
 if [ -n "$full" ]; then
   t0=$SECONDS
-  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 200 ]; do sleep 2; done
-  note "full-build: $(kill -0 "$full" 2>/dev/null && echo 'still running' || tail -n 1 "$logs/full-build.out") after $(( SECONDS - t0 )) s of waiting"
+  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 90 ]; do sleep 2; done
+  if kill -0 "$full" 2>/dev/null; then
+    note "full-build: still running after $(( SECONDS - t0 )) s of waiting: timings below ran beside it"
+  else
+    note "full-build: $(tail -n 1 "$logs/full-build.out") after $(( SECONDS - t0 )) s of waiting"
+  fi
 fi
 if wants bench; then
   step bench "$root/scripts/gpu_verify.sh" bench
