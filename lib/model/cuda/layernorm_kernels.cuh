@@ -160,39 +160,39 @@ __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
         d[q] = *reinterpret_cast<const P*>(dinp + row * C + c * W);
       }
     }
-    float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
+    // body(q, c, wv) for each of this lane's chunks in the row, with w's chunk.
+    const auto each_chunk = [&](auto body) {
 #pragma unroll
-    for (int q = 0; q < kRowChunks; ++q) {
-      const int64_t c = lane + 32 * q;
-      if (c < chunks) {
-        float wv[W];
-        load_n<W>(wv, w + c * W);
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float dnorm = wv[k] * f32(g[q].e[k]);
-          dnorm_mean += dnorm;
-          dnorm_norm_mean += dnorm * (f32(xv[q].e[k]) - m) * s;
+      for (int q = 0; q < kRowChunks; ++q) {
+        const int64_t c = lane + 32 * q;
+        if (c < chunks) {
+          float wv[W];
+          load_n<W>(wv, w + c * W);
+          body(q, c, wv);
         }
       }
-    }
+    };
+    float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
+    each_chunk([&](int q, int64_t, const float(&wv)[W]) {
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float dnorm = wv[k] * f32(g[q].e[k]);
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * (f32(xv[q].e[k]) - m) * s;
+      }
+    });
     dnorm_mean = warp_sum(dnorm_mean) / float(C);
     dnorm_norm_mean = warp_sum(dnorm_norm_mean) / float(C);
+    each_chunk([&](int q, int64_t c, const float(&wv)[W]) {
 #pragma unroll
-    for (int q = 0; q < kRowChunks; ++q) {
-      const int64_t c = lane + 32 * q;
-      if (c < chunks) {
-        float wv[W];
-        load_n<W>(wv, w + c * W);
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const float gk = f32(g[q].e[k]), norm = (f32(xv[q].e[k]) - m) * s;
-          d[q].e[k] = store<T>(f32(d[q].e[k]) + (wv[k] * gk - dnorm_mean - norm * dnorm_norm_mean) * s);
-          gw[q][k] += gk * norm;
-          gb[q][k] += gk;
-        }
-        *reinterpret_cast<P*>(dinp + row * C + c * W) = d[q];
+      for (int k = 0; k < W; ++k) {
+        const float gk = f32(g[q].e[k]), norm = (f32(xv[q].e[k]) - m) * s;
+        d[q].e[k] = store<T>(f32(d[q].e[k]) + (wv[k] * gk - dnorm_mean - norm * dnorm_norm_mean) * s);
+        gw[q][k] += gk * norm;
+        gb[q][k] += gk;
       }
-    }
+      *reinterpret_cast<P*>(dinp + row * C + c * W) = d[q];
+    });
   }
   float* part = scratch + int64_t(warp) * 2 * C;
 #pragma unroll
