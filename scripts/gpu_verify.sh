@@ -77,6 +77,9 @@ if [ "$full_build" = 1 ] || [ "$full_test" = 1 ]; then
       cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 ||
       { echo "full build failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
   fi
+  if [ "$full_test" = 1 ] && [ ! -x "$root/build-gpu-full/apps/gpt_train" ]; then
+    echo "full tests: no full build in $root/build-gpu-full (run full-build first)"; rc=1
+  fi
   if [ "$full_test" = 1 ] && [ "$rc" = 0 ]; then
     (cd "$root/build-gpu-full" && ctest -L gpu --timeout 300 --output-on-failure) 2>&1 | tee "$out/full-ctest.log" | tail -40
     [ "${PIPESTATUS[0]}" = 0 ] || { echo "full tests failed: see $out/full-ctest.log"; rc=1; }
