@@ -11,7 +11,9 @@
 # with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
 # (torch_gpu_gemm.py), and our step again with --recompute gelu-ln (its
 # time and memory against keeping every activation), and sampling through the
-# key/value cache against whole passes (bench_gpu_sample). Our step is also split into phases (forward, head,
+# key/value cache against whole passes (bench_gpu_sample), and, with
+# TRAINER=path/to/gpt_train (PREPARE_DATA: its prepare_data, by default
+# beside it), the trainer program itself at the same shape on 1 rank. Our step is also split into phases (forward, head,
 # backward, optimizer) with each one's model TFLOP/s. Prints tables and writes
 # $RESULTS_DIR/gpu-<device>-<date>.json (default bench/results/; device, date,
 # git revision, config, numbers). STEPS, WARMUP and ITERS shorten the runs
@@ -23,6 +25,7 @@ build="${1:-${BUILD_DIR:-$root/build}}"; model="${2:-gpt2-124m}"; batch="${3:-16
 py="${PYTHON:-python3}"  # runs the PyTorch scripts
 results="${RESULTS_DIR:-$root/bench/results}"
 steps="${STEPS:-20}"; warmup="${WARMUP:-5}"; iters="${ITERS:-20}"
+read -r -a TRAINER_FLAGS <<< "${TRAINER_FLAGS:-}"  # more gpt_train flags for its row (e.g. --threads 1 on the emulator)
 shape=(--model "$model" --batch "$batch" --seq "$seq")
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 # Runs a benchmark: all its output to stderr (the log), its JSON line to stdout.
@@ -36,6 +39,29 @@ for mode in eager compile; do
     echo "warning: PyTorch $mode run failed; row left out" >&2
   fi
 done
+# Our trainer itself, when TRAINER names a gpt_train (the full build's): the same shape through the whole
+# program (data loader, the ddp strategy on 1 rank, metrics), byte-tokenised generated text, on 1 rank.
+if [ -n "${TRAINER:-}" ]; then
+  prepare="${PREPARE_DATA:-$(dirname "$TRAINER")/prepare_data}"
+  mkdir -p "$tmp/train"
+  python3 "$root/tests/make_text.py" "$tmp/train/text.txt" 4000 &&
+    "$prepare" --tokenizer byte --input "$tmp/train/text.txt" --out "$tmp/train/data" --name t --val-fraction 0 >&2 &&
+    "$root/scripts/mpirun.sh" -np 1 "$TRAINER" --model "$model" --seq-len "$seq" --micro-batch "$batch" \
+      --global-batch "$batch" --steps $(( steps + warmup )) --device cuda --data "$tmp/train/data/t_train_*.bin" \
+      --sample-tokens 0 --log-every 5 --metrics "$tmp/train/metrics.jsonl" "${TRAINER_FLAGS[@]}" >&2 &&
+    rows+=("$(python3 - "$tmp/train/metrics.jsonl" "$warmup" "$batch" "$seq" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+run = recs[0]
+steps = [r for r in recs if r.get("step") and "step_time_s" in r and r["step"] > int(sys.argv[2])]
+ms = 1e3 * sum(r["step_time_s"] for r in steps) / len(steps)
+tokens = int(sys.argv[3]) * int(sys.argv[4])
+print(json.dumps({"impl": "ours-gpt_train", "device": run["device"], "tokens_per_s": tokens / (ms / 1e3),
+                  "step_ms": ms, "steps": len(steps), "mem_peak_bytes": max(r["mem"]["peak"] for r in steps),
+                  "mfu_trainer": sum(r["mfu"] for r in steps) / len(steps)}))
+PY
+)") || echo "warning: the gpt_train row failed; left out" >&2
+fi
 # The price of --recompute gelu-ln (llm.c's -r 2): less activation memory, a GELU and two LayerNorms more per block.
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
 att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'

@@ -4,7 +4,8 @@
 # root after scripts/device_carry.sh has filled .carry/ on the build machine
 # (carry .carry with the run). Steps, each independent of the next:
 #   1. GPU-only build (no MPI, no HDF5) and the gpu-labelled op/model tests;
-#   2. the single-GPU benchmark vs PyTorch eager/compile (bench/results/);
+#   2. the single-GPU benchmark vs PyTorch eager/compile (its JSON in the
+#      logs' folder; with the full build there, a gpt_train row too);
 #   3. the full build against the carried Open MPI/HDF5 and the trainer's
 #      GPU test (every strategy on 1/2/4 ranks sharing the GPU, NCCL on 1);
 #      full-build and full-test run its two halves apart (scripts/gpu_lease.sh
@@ -57,20 +58,29 @@ if [ "$what" = sanitize ]; then
     tail -n 5 "$out/sanitize-$tool.log"
   done
 fi
+# Open MPI, HDF5 and PCRE2 from the carried Debian tree, relocated: they
+# were built for /usr (OPAL_PREFIX and PMIX_INSTALL_PREFIX move Open MPI's
+# and PMIx's plugin and help paths; LD_LIBRARY_PATH finds the libraries).
+prefix="$carry/prefix/usr"
+carried_mpi() {
+  local lib="$prefix/lib/x86_64-linux-gnu"
+  export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" PMIX_INSTALL_PREFIX="$lib/pmix2"
+  export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
+}
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log" || rc=1
-  cp "$root"/bench/results/gpu-*.json "$out/" 2>/dev/null || true
+  # With the full build there, the trainer itself gets a row too (gpt_train on 1 rank).
+  if [ -x "$root/build-gpu-full/apps/gpt_train" ]; then
+    (carried_mpi; export TRAINER="$root/build-gpu-full/apps/gpt_train"
+     RESULTS_DIR="$out" "$root/bench/gpu_vs_torch.sh" "$root/build-gpu") 2>&1 | tee "$out/bench.log"
+  else
+    RESULTS_DIR="$out" "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log"
+  fi
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 case "$what" in full|all) full_build=1; full_test=1 ;; full-build) full_build=1; full_test=0 ;;
   full-test) full_build=0; full_test=1 ;; *) full_build=0; full_test=0 ;; esac
 if [ "$full_build" = 1 ] || [ "$full_test" = 1 ]; then
-  # Open MPI, HDF5 and PCRE2 from the carried Debian tree, relocated: they
-  # were built for /usr (OPAL_PREFIX and PMIX_INSTALL_PREFIX move Open MPI's
-  # and PMIx's plugin and help paths; LD_LIBRARY_PATH finds the libraries).
-  prefix="$carry/prefix/usr"
-  lib="$prefix/lib/x86_64-linux-gnu"
-  export PATH="$prefix/bin:$PATH" OPAL_PREFIX="$prefix" PMIX_INSTALL_PREFIX="$lib/pmix2"
-  export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${LD_LIBRARY_PATH:-}"
+  carried_mpi
   if [ "$full_build" = 1 ]; then
     cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
       -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" > "$out/full-configure.log" 2>&1 &&

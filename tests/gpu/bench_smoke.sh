@@ -13,9 +13,12 @@
 # mean nothing here.
 # Both rows' activation bytes must equal what `plan` predicts for the shape
 # (lib/strategies/cost_model.cpp), byte for byte.
-#   bench_smoke.sh SOURCE_DIR EMULATED_BENCH_DIR PLAN  (the programs are in EMULATED_BENCH_DIR/bench/)
+# With TRAINER (the emulated gpt_train) and PREPARE_DATA, the trainer's own
+# row too: gpt_train on 1 rank at the same shape, its steps after the
+# warm-up timed from its metrics.
+#   bench_smoke.sh SOURCE_DIR EMULATED_BENCH_DIR PLAN [TRAINER PREPARE_DATA]  (the programs are in EMULATED_BENCH_DIR/bench/)
 set -euo pipefail
-src="$1"; build="$2"; plan="$3"
+src="$1"; build="$2"; plan="$3"; trainer="${4:-}"; prepare="${5:-}"
 out="$build/results"
 rm -rf "$out"
 mkdir -p "$out"
@@ -32,14 +35,15 @@ for candidate in python3 /usr/bin/python3; do
   fi
 done
 echo "PyTorch scripts run with: $py"
-RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
+TRAINER="$trainer" PREPARE_DATA="$prepare" TRAINER_FLAGS="--threads 1" \
+  RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
   { echo "FAILED: gpu_vs_torch.sh"; cat "$out/log.txt"; exit 1; }
 cat "$out/log.txt"
 for mode in none gelu-ln; do
   "$plan" --model tiny --ranks 1 --device cuda --gpu H100 --precision bf16 --micro-batch 2 --seq-len 64 \
     --recompute "$mode" --json "$out/plan-$mode.json" > /dev/null
 done
-python3 - "$out" "$py" <<'PY'
+python3 - "$out" "$py" "$trainer" <<'PY'
 import glob, json, sys
 files = glob.glob(f"{sys.argv[1]}/gpu-*.json")
 assert len(files) == 1, f"expected one results file, got {files}"
@@ -57,6 +61,11 @@ for row, mode in ((ours, "none"), (re[0], "gelu-ln")):
     predicted = json.load(open(f"{sys.argv[1]}/plan-{mode}.json"))["rows"][0]["mem"]["activations"]
     assert row["mem_activations_bytes"] == predicted, (mode, row["mem_activations_bytes"], predicted)
 print("activation bytes as plan predicts:", ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
+tr = [x for x in r["rows"] if x["impl"] == "ours-gpt_train"]
+if sys.argv[3]:  # the trainer's row: its 2 steps after the warm-up
+    assert len(tr) == 1 and tr[0]["tokens_per_s"] > 0 and tr[0]["steps"] == 2 and tr[0]["mem_peak_bytes"] > 0, tr
+else:
+    assert not tr, tr
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
 assert all(p["ms"] > 0 for p in phases), phases
