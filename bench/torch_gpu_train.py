@@ -9,6 +9,8 @@ Random tokens, CUDA-event timing after warm-up. Prints one JSON line.
 """
 import argparse
 import json
+import re
+import sys
 
 import torch
 import torch.nn as nn
@@ -90,10 +92,31 @@ def main():
     end.record()
     torch.cuda.synchronize()
     step_s = start.elapsed_time(end) / 1e3 / a.steps
+    mem_peak = torch.cuda.max_memory_allocated()
     print(json.dumps({"impl": f"pytorch-{a.mode}", "torch": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "model": a.model, "batch": a.batch, "seq": a.seq,
                       "steps": a.steps, "tokens_per_s": a.batch * a.seq / step_s, "step_ms": step_s * 1e3,
-                      "final_loss": loss_value, "mem_peak_bytes": torch.cuda.max_memory_allocated()}))
+                      "final_loss": loss_value, "mem_peak_bytes": mem_peak,
+                      "attention_kernels": attention_kernels(step_model, opt, model, x, y)}))
+
+
+def attention_kernels(step_model, opt, model, x, y):
+    """The GPU kernels of one more (untimed) step whose names say attention:
+    which SDPA backend this PyTorch picked (FlashAttention-2, cuDNN, memory-
+    efficient), so our attention is compared with the one that ran. None if
+    the profiler fails."""
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                loss = step_model(x, y)
+            loss.backward()
+            torch.cuda.synchronize()
+        pattern = re.compile(r"flash|fmha|sdpa|attn|attention", re.IGNORECASE)
+        return sorted({e.key[:120] for e in prof.key_averages() if pattern.search(e.key)})
+    except Exception as e:  # the row matters more than this detail
+        print(f"attention kernels not recorded: {e}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":
