@@ -66,7 +66,7 @@ if [ -n "$full" ]; then
 fi
 if wants bench; then
   step bench "$root/scripts/gpu_verify.sh" bench
-  grep -A 40 '^# gpt2' "$logs/bench.out" | head -n 60 >> "$final/summary.txt"
+  awk '/^# impl /{table=1} table' "$logs/bench.out" | head -n 80 >> "$final/summary.txt"  # the tables, from the rows on
   cp "$logs"/gpu-*.json "$final/" 2>/dev/null
 fi
 if wants profile; then
