@@ -17,7 +17,10 @@
 #   stop_signal.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
-steps=300
+# Enough steps that a signal sent after step 5 arrives before the end: a
+# tiny step takes about 1 ms, and with 300 a fast, idle machine finished
+# before the SIGTERM reached the ranks (seen once in CI).
+steps=3000
 args=(--config "$work/tiny.toml" --micro-batch 4 --steps $steps --strategy zero3 --log-every 1000)
 launch() { "$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" "${args[@]}" "$@"; }
 step_lines() { local n; n=$(grep -c '"grad_norm"' "$1" 2>/dev/null); echo "${n:-0}"; }  # step records
