@@ -40,6 +40,19 @@ __global__ void accumulate_kernel(Acc* acc, const Src* src, int64_t n) {
     acc[i] = store<Acc>(f32(acc[i]) + f32(src[i]));
 }
 
+// The sum of the kSumThreads threads' s, as a tree in a fixed order (so
+// deterministic), valid in thread 0. Every thread of the block calls it.
+__device__ __forceinline__ double block_tree_sum(double s) {
+  __shared__ double part[kSumThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
+    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  return part[0];
+}
+
 // partial[blockIdx.x] = this block's sum of x[i] (squared with kSquare) in
 // double, over the elements of its grid-stride loop, reduced as a tree.
 // vec (x 16-byte aligned): each thread reads kVec<T> elements per access
@@ -50,7 +63,6 @@ __global__ void accumulate_kernel(Acc* acc, const Src* src, int64_t n) {
 // on an H200.)
 template <typename T, bool kSquare>
 __global__ void sum_kernel(const T* x, int64_t n, double* partial, bool vec) {
-  __shared__ double part[kSumThreads];
   constexpr int W = kVec<T>;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   double s = 0;
@@ -69,29 +81,18 @@ __global__ void sum_kernel(const T* x, int64_t n, double* partial, bool vec) {
     const double v = f64(x[i]);
     s += kSquare ? v * v : v;
   }
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+  s = block_tree_sum(s);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 // *out += the n partials: thread t adds partials t, t + kSumThreads, ... in
 // order, then a tree over the threads (a fixed order). Launch: one block of
 // kSumThreads. (One thread adding 512 in a chain took 20 us.)
 __global__ void sum_partials_kernel(const double* partial, int n, double* out) {
-  __shared__ double part[kSumThreads];
   double s = 0;
   for (int i = threadIdx.x; i < n; i += kSumThreads) s += partial[i];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out += part[0];
+  s = block_tree_sum(s);
+  if (threadIdx.x == 0) *out += s;
 }
 
 }  // namespace gpt::cuda::detail::elementwise_impl
