@@ -97,10 +97,10 @@ def main():
                       "device": torch.cuda.get_device_name(0), "model": a.model, "batch": a.batch, "seq": a.seq,
                       "steps": a.steps, "tokens_per_s": a.batch * a.seq / step_s, "step_ms": step_s * 1e3,
                       "final_loss": loss_value, "mem_peak_bytes": mem_peak,
-                      "attention_kernels": attention_kernels(step_model, opt, model, x, y)}))
+                      "attention_kernels": attention_kernels(step_model, opt, x, y)}))
 
 
-def attention_kernels(step_model, opt, model, x, y):
+def attention_kernels(step_model, opt, x, y):
     """The GPU kernels of one more (untimed) step whose names say attention:
     which SDPA backend this PyTorch picked (FlashAttention-2, cuDNN, memory-
     efficient), so our attention is compared with the one that ran. None if

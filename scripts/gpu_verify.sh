@@ -69,12 +69,10 @@ carried_mpi() {
 }
 if [ "$what" = bench ] || [ "$what" = all ]; then
   # With the full build there, the trainer itself gets a row too (gpt_train on 1 rank).
-  if [ -x "$root/build-gpu-full/apps/gpt_train" ]; then
-    (carried_mpi; export TRAINER="$root/build-gpu-full/apps/gpt_train"
-     RESULTS_DIR="$out" "$root/bench/gpu_vs_torch.sh" "$root/build-gpu") 2>&1 | tee "$out/bench.log"
-  else
-    RESULTS_DIR="$out" "$root/bench/gpu_vs_torch.sh" "$root/build-gpu" 2>&1 | tee "$out/bench.log"
-  fi
+  (if [ -x "$root/build-gpu-full/apps/gpt_train" ]; then
+     carried_mpi; export TRAINER="$root/build-gpu-full/apps/gpt_train"
+   fi
+   RESULTS_DIR="$out" "$root/bench/gpu_vs_torch.sh" "$root/build-gpu") 2>&1 | tee "$out/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 case "$what" in full|all) full_build=1; full_test=1 ;; full-build) full_build=1; full_test=0 ;;
