@@ -24,9 +24,20 @@
 // output has two writers and the result is deterministic. Fully masked
 // 16-column score blocks and 16-row product blocks of the diagonal tile are
 // skipped. Grids start with the heaviest (most tiles) blocks.
+//
+// The loops are kept lean because, with 4 warps of 16 rows, a tile's
+// products are a few hundred instructions per warp and everything else
+// competes with them for issue slots: only the diagonal tile is masked
+// (Diagonal / OffDiagonal below), exponentials are base 2 with the scale
+// folded into one FFMA, tile copies are unrolled from one base address and
+// probabilities are packed two per cvt. Per off-diagonal tile (sm_90 PTX of
+// the HS = 64 loops) that took dK/dV from 2001 to 623 instructions around
+// its 128 mma.sync, dQ from 1692 to 517 around 96 and the forward from 1439
+// to 481 around 64.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "model/cuda/cp_async.cuh"
 #include "model/cuda/mma_bf16.cuh"
@@ -115,17 +126,22 @@ __device__ __forceinline__ TileChunk tile_chunk(int e) {
 
 template <int HS>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
-  constexpr int kChunks = HS / 8;
-  for (int e = threadIdx.x; e < kTileRows * kChunks; e += kThreads) {
-    const auto [r, c] = tile_chunk<HS>(e);
-    const int row = row0 + r;
-    bf16* d = dst + r * kLd<HS> + c * 8;
-    if (row >= Tn)
+  // A fixed count per thread, the copies kRowStep rows apart (tile_chunk
+  // maps e and e + kThreads so), from one base address: unrolled, each copy
+  // is a compare, an add and the copy, not a generic loop over e.
+  constexpr int kCopies = kTileRows * (HS / 8), kRowStep = kThreads / (HS / 8);
+  static_assert(kCopies % kThreads == 0, "every thread issues the same number of copies");
+  const auto [r, c] = tile_chunk<HS>(int(threadIdx.x));
+  bf16* d = dst + r * kLd<HS> + c * 8;
+  const bf16* s = src + int64_t(row0 + r) * stride + c * 8;
+#pragma unroll
+  for (int k = 0; k < kCopies / kThreads; ++k, d += kRowStep * kLd<HS>, s += kRowStep * stride) {
+    if (row0 + r + k * kRowStep >= Tn)
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
     else if constexpr (kAsyncTileLoads)
-      cp_async_16(d, src + int64_t(row) * stride + c * 8);
+      cp_async_16(d, s);
     else
-      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(src + int64_t(row) * stride + c * 8);
+      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
   }
 }
 
@@ -248,8 +264,33 @@ __device__ __forceinline__ float quad_sum(float v) {
 __device__ __forceinline__ int frag_row(int g, int e) { return g + 8 * (e / 2); }
 __device__ __forceinline__ int frag_col(int n, int t, int e) { return 8 * n + 2 * t + e % 2; }
 
+// Exponentials are taken base 2 (exp2f is one ex2.approx instruction, expf
+// several): scores are scaled by scale * log2(e) and the natural-log lse
+// that the forward stores and the backward reads is converted once per row
+// (lse * log2(e)), so a probability costs one FFMA and one ex2.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Only the diagonal tile (query tile == key tile) needs the causal mask: in
+// every other tile all keys precede all queries. Rows and columns past Tn
+// need none either: their Q/K/V/dO rows are zero-filled, padded query rows
+// get lse = +inf in the backward (probability exp2(-inf) = 0, delta 0), and
+// padded keys occur only in the diagonal tile, where for every stored row i
+// < Tn they lie past i. So the kernels run one tile function in two
+// compiled forms, kDiagonal true for the diagonal tile only, and the other
+// tiles carry no index arithmetic, compares or block skipping at all.
+using Diagonal = std::true_type;
+using OffDiagonal = std::false_type;
+
+// The two lse values (base 2, negated: the FFMA's addend) and delta values
+// of score columns 8n + 2t and 8n + 2t + 1, from a tile's staged rows.
+__device__ __forceinline__ float2 row_pair(const float* rows, int n, int t) {
+  return *reinterpret_cast<const float2*>(rows + 8 * n + 2 * t);
+}
+
+// 4 blocks per SM (128 registers; unbounded, ptxas takes 133 and 3 fit).
 template <int HS>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
@@ -259,6 +300,7 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
   const int j_end = min(Tn, q0 + kTileRows);
+  const float scale2 = scale * kLog2e;
 
   load_tile<HS>(qs, at.qkv, q0, Tn, stride);
   cp_async_commit();
@@ -267,35 +309,38 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t qa[HS / 16][4];
   load_rows<HS>(qa, qs, warp * 16);
   float o[HS / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8; l is this lane's share
-  for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
+  // Rows g and g + 8: running max of the base-2 scores, and this lane's share of the row sum.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  auto tile = [&](auto diagonal, int j0, int b) {
+    constexpr bool kDiagonal = decltype(diagonal)::value;
     const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
-    // On the diagonal tile, keys past the warp's last row are masked.
-    const bool diagonal = j0 == q0;
+    // On the diagonal tile, keys past the warp's last row are masked (and skipped).
     float s[kKeyBlocks][4];
-    scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    scores<HS>(s, qa, ks, 0, kDiagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    // The max is taken over the raw scores (scale > 0), scaled once per row.
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = q0 + warp * 16 + frag_row(g, e), j = j0 + frag_col(n, t, e);
-        s[n][e] = (j <= i && j < Tn) ? s[n][e] * scale : -INFINITY;
+        if constexpr (kDiagonal)
+          if (frag_col(n, t, e) > warp * 16 + frag_row(g, e)) s[n][e] = -INFINITY;
         mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
       }
-    float alpha[2];
+    float alpha[2], neg_m[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float m_new = fmaxf(m[r], quad_max(mx[r]));  // key j0 <= i is never masked: finite
-      alpha[r] = expf(m[r] - m_new);                     // 0 on the first tile
+      const float m_new = fmaxf(m[r], quad_max(mx[r]) * scale2);  // key j0 <= i is never masked: finite
+      alpha[r] = exp2f(m[r] - m_new);                              // 0 on the first tile
       m[r] = m_new;
+      neg_m[r] = -m_new;
       l[r] *= alpha[r];
     }
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = expf(s[n][e] - m[e / 2]);
+        s[n][e] = exp2f(fmaf(s[n][e], scale2, neg_m[e / 2]));
         l[e / 2] += s[n][e];
       }
 #pragma unroll
@@ -305,15 +350,18 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t p[kTileRows / 16][4];
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[k], s[2 * k], s[2 * k + 1]);
-    accumulate<HS>(o, p, vs, 0, diagonal ? warp : kTileRows / 16 - 1);
+    accumulate<HS>(o, p, vs, 0, kDiagonal ? warp : kTileRows / 16 - 1);
     __syncthreads();  // every warp is done with buffer b before it is refilled
-  }
+  };
+  int j0 = 0, b = 0;
+  for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
+  tile(Diagonal{}, j0, b);
   const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
   const int row0 = q0 + warp * 16;
   store_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, o, row0, Tn, C, 1.f / l0, 1.f / l1);
   if (t == 0) {
-    if (row0 + g < Tn) lse[int64_t(at.bh) * Tn + row0 + g] = m[0] + logf(l0);
-    if (row0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + row0 + g + 8] = m[1] + logf(l1);
+    if (row0 + g < Tn) lse[int64_t(at.bh) * Tn + row0 + g] = m[0] * kLn2 + logf(l0);
+    if (row0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + row0 + g + 8] = m[1] * kLn2 + logf(l1);
   }
 #else
   __trap();
@@ -321,7 +369,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dK, dV for the 64 keys [j0, j0 + 64) of one (b, h); query tiles from j0
-// to the end. Per query tile, with this warp's 16 keys as rows:
+// (the diagonal tile) to the end. Per query tile, with this warp's 16 keys
+// as rows:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 template <int HS>
@@ -330,18 +379,20 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
   bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
-  float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);  // buffer b: lse, delta at + 2b * 64
+  // buffer b: -lse * log2(e) at rows_s + 2b * 64, delta after it
+  float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);
   const Place at(qkv, dout, Tn, C, NH, HS);
   const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
   const int64_t stride = 3 * int64_t(C);
+  const float scale2 = scale * kLog2e;
   auto load_qdo = [&](int b, int i0) {
     load_tile<HS>(qdo + 2 * b * kTileElems<HS>, at.qkv, i0, Tn, stride);
     load_tile<HS>(qdo + (2 * b + 1) * kTileElems<HS>, at.dout, i0, Tn, C);
     cp_async_commit();
     if (threadIdx.x < kTileRows) {
       const int i = i0 + threadIdx.x;
-      rows_s[2 * b * kTileRows + threadIdx.x] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
+      rows_s[2 * b * kTileRows + threadIdx.x] = i < Tn ? -lse[int64_t(at.bh) * Tn + i] * kLog2e : -INFINITY;
       rows_s[(2 * b + 1) * kTileRows + threadIdx.x] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
     }
   };
@@ -355,35 +406,40 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* d
   load_rows<HS>(ka, ks, warp * 16);
   load_rows<HS>(va, vs, warp * 16);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-  for (int i0 = j0, b = 0; i0 < Tn; i0 += kTileRows, b ^= 1) {
+  auto tile = [&](auto diagonal, int i0, int b) {
+    constexpr bool kDiagonal = decltype(diagonal)::value;
     stream_step(b, i0, Tn, load_qdo);
     const bf16 *qs = qdo + 2 * b * kTileElems<HS>, *dos = qs + kTileElems<HS>;
-    const float *lse_s = rows_s + 2 * b * kTileRows, *delta_s = lse_s + kTileRows;
-    // On the diagonal tile, queries before the warp's first key see none of its keys.
-    const bool diagonal = i0 == j0;
+    const float *nlse_s = rows_s + 2 * b * kTileRows, *delta_s = nlse_s + kTileRows;
+    // On the diagonal tile, queries before the warp's first key see none of its keys (skipped).
     float st[kKeyBlocks][4], dpt[kKeyBlocks][4];
-    scores<HS>(st, ka, qs, diagonal ? 2 * warp : 0, kKeyBlocks - 1);
-    scores<HS>(dpt, va, dos, diagonal ? 2 * warp : 0, kKeyBlocks - 1);
+    scores<HS>(st, ka, qs, kDiagonal ? 2 * warp : 0, kKeyBlocks - 1);
+    scores<HS>(dpt, va, dos, kDiagonal ? 2 * warp : 0, kKeyBlocks - 1);
 #pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n)
+    for (int n = 0; n < kKeyBlocks; ++n) {
+      const float2 nl = row_pair(nlse_s, n, t), dl = row_pair(delta_s, n, t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = frag_col(n, t, e), i = i0 + c, j = j0 + warp * 16 + frag_row(g, e);
-        const float p = (i < Tn && i >= j) ? expf(st[n][e] * scale - lse_s[c]) : 0.f;
+        float p = exp2f(fmaf(st[n][e], scale2, e % 2 ? nl.y : nl.x));
+        if constexpr (kDiagonal)
+          if (frag_col(n, t, e) < warp * 16 + frag_row(g, e)) p = 0.f;
         st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - delta_s[c]);
+        dpt[n][e] = p * (dpt[n][e] - (e % 2 ? dl.y : dl.x));
       }
+    }
     uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) {
       mma::a_from_c(pa[k], st[2 * k], st[2 * k + 1]);
       mma::a_from_c(dsa[k], dpt[2 * k], dpt[2 * k + 1]);
     }
-    const int k_first = diagonal ? warp : 0;
+    const int k_first = kDiagonal ? warp : 0;
     accumulate<HS>(dv, pa, dos, k_first, kTileRows / 16 - 1);
     accumulate<HS>(dk, dsa, qs, k_first, kTileRows / 16 - 1);
     __syncthreads();  // every warp is done with buffer b before it is refilled
-  }
+  };
+  tile(Diagonal{}, j0, 0);
+  for (int i0 = j0 + kTileRows, b = 1; i0 < Tn; i0 += kTileRows, b ^= 1) tile(OffDiagonal{}, i0, b);
   bf16* base = dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS;
   store_rows<HS>(base + C, dk, j0 + warp * 16, Tn, stride, scale, scale);
   store_rows<HS>(base + 2 * C, dv, j0 + warp * 16, Tn, stride, 1.f, 1.f);
@@ -406,11 +462,12 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileRows;  // heaviest tiles first
   const int64_t stride = 3 * int64_t(C);
   const int row0 = q0 + warp * 16;
-  float row_lse[2], row_delta[2];  // rows g and g + 8
+  const float scale2 = scale * kLog2e;
+  float nlse[2], row_delta[2];  // rows g and g + 8: -lse * log2(e) (-inf past Tn: probability 0), delta
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + g + 8 * r;
-    row_lse[r] = i < Tn ? lse[int64_t(at.bh) * Tn + i] : 0.f;
+    nlse[r] = i < Tn ? -lse[int64_t(at.bh) * Tn + i] * kLog2e : -INFINITY;
     row_delta[r] = i < Tn ? delta[int64_t(at.bh) * Tn + i] : 0.f;
   }
 
@@ -425,26 +482,31 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* do
   load_rows<HS>(qa, qs, warp * 16);
   load_rows<HS>(doa, dos, warp * 16);
   float dq[HS / 8][4] = {};
-  for (int j0 = 0, b = 0; j0 < j_end; j0 += kTileRows, b ^= 1) {
+  auto tile = [&](auto diagonal, int j0, int b) {
+    constexpr bool kDiagonal = decltype(diagonal)::value;
     const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
-    const bool diagonal = j0 == q0;
+    // On the diagonal tile, keys past the warp's last row are masked (and skipped).
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
-    scores<HS>(s, qa, ks, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
-    scores<HS>(dp, doa, vs, 0, diagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    scores<HS>(s, qa, ks, 0, kDiagonal ? 2 * warp + 1 : kKeyBlocks - 1);
+    scores<HS>(dp, doa, vs, 0, kDiagonal ? 2 * warp + 1 : kKeyBlocks - 1);
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = row0 + frag_row(g, e), j = j0 + frag_col(n, t, e);
-        const float p = (i < Tn && j <= i) ? expf(s[n][e] * scale - row_lse[e / 2]) : 0.f;
+        float p = exp2f(fmaf(s[n][e], scale2, nlse[e / 2]));
+        if constexpr (kDiagonal)
+          if (frag_col(n, t, e) > warp * 16 + frag_row(g, e)) p = 0.f;
         dp[n][e] = p * (dp[n][e] - row_delta[e / 2]);
       }
     uint32_t dsa[kTileRows / 16][4];
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(dsa[k], dp[2 * k], dp[2 * k + 1]);
-    accumulate<HS>(dq, dsa, ks, 0, diagonal ? warp : kTileRows / 16 - 1);
+    accumulate<HS>(dq, dsa, ks, 0, kDiagonal ? warp : kTileRows / 16 - 1);
     __syncthreads();  // every warp is done with buffer b before it is refilled
-  }
+  };
+  int j0 = 0, b = 0;
+  for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
+  tile(Diagonal{}, j0, b);
   store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, row0, Tn, stride, scale, scale);
 #else
   __trap();

@@ -27,8 +27,16 @@ __device__ __forceinline__ int lane_g() { return lane() / 4; }
 __device__ __forceinline__ int lane_t() { return lane() % 4; }
 
 __device__ __forceinline__ uint32_t bits(bf16 v) { return static_cast<__nv_bfloat16_raw>(v).x; }
+// Two floats rounded to nearest bf16, lo in the low half: one cvt.rn.bf16x2
+// instruction on sm_80+ (two conversions, a shift and an or otherwise).
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
   return bits(__float2bfloat16_rn(lo)) | bits(__float2bfloat16_rn(hi)) << 16;
+#endif
 }
 
 // d += a b (fp32 accumulation).
