@@ -105,16 +105,22 @@ TYPED_TEST(EmulatedKernels, LayerNormForwardBackward) {
 }
 
 // Loss per row and, in place of the logits, (softmax - onehot) * scale; the
-// padded columns [V, Vp) get 0 gradient.
-// V = 1001 ends mid-vector, so the last chunk mixes real and padded columns.
+// padded columns [V, Vp) get 0 gradient. V = 1001 ends mid-vector, so the
+// last vector mixes real and padded columns. Both kernels:
+// softmax_xent_kernel at both widths, and softmax_xent_rows_kernel (the row
+// in registers; 16-byte vectors only), which also runs a row of 20001
+// columns so that threads hold several vectors (3 in bf16, 5 in fp32) and
+// the last one is partial.
+enum class Xent { kStreamed, kRowsInRegisters };
 template <typename T, int W>
-void check_softmax_xent() {
+void check_softmax_xent(Xent kernel, int64_t V, int64_t Vp) {
   using namespace classifier_impl;
-  SCOPED_TRACE(testing::Message() << "width " << W);
-  const int64_t rows = 5, V = 1001, Vp = 1024;
+  SCOPED_TRACE(testing::Message() << "width " << W << (kernel == Xent::kRowsInRegisters ? ", rows kernel" : "")
+                                  << ", V " << V);
+  const int64_t rows = 5;
   const float scale = 0.125f;
   const auto logits = rounded<T>(randn(rows * Vp, 3.f, 8));
-  std::vector<int32_t> targets = {0, 1000, 17, 500, 3};
+  std::vector<int32_t> targets = {0, int32_t(V - 1), 17, int32_t(V / 2), 3};
   std::vector<float> loss(rows), grad(rows * Vp, 0.f);
   for (int64_t r = 0; r < rows; ++r) {
     double m = -INFINITY, s = 0;
@@ -128,16 +134,31 @@ void check_softmax_xent() {
   for (bool with_grad : {false, true}) {
     auto g = to<T>(logits);
     std::vector<float> glosses(rows);
-    emulated_cuda::launch(dim3(unsigned(rows)), kThreads, 0, [&] {
-      softmax_xent_kernel<T, W>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
-    });
+    if (kernel == Xent::kRowsInRegisters) {
+      static_assert(W == kVec<T> || W == 1);
+      ASSERT_LE(Vp, max_row_columns<T>());
+      emulated_cuda::launch(dim3(unsigned(rows)), kRowThreads, 0, [&] {
+        softmax_xent_rows_kernel<T>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
+      });
+    } else {
+      emulated_cuda::launch(dim3(unsigned(rows)), kThreads, 0, [&] {
+        softmax_xent_kernel<T, W>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);
+      });
+    }
     EXPECT_LE(rel_error(glosses, loss), 1e-5) << "losses";
     EXPECT_LE(rel_error(widen(g), with_grad ? grad : logits), tolerance<T>()) << (with_grad ? "gradient" : "logits");
   }
 }
 
 TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyKernel) {
-  for_each_width<TypeParam>([](auto w) { check_softmax_xent<TypeParam, decltype(w)::value>(); });
+  for_each_width<TypeParam>(
+      [](auto w) { check_softmax_xent<TypeParam, decltype(w)::value>(Xent::kStreamed, 1001, 1024); });
+}
+
+TYPED_TEST(EmulatedKernels, SoftmaxCrossEntropyRowsKernel) {
+  constexpr int W = kVec<TypeParam>;
+  check_softmax_xent<TypeParam, W>(Xent::kRowsInRegisters, 1001, 1024);
+  check_softmax_xent<TypeParam, W>(Xent::kRowsInRegisters, 20001, 20032);
 }
 
 // The launchers' choice: 16-byte accesses only when the row length is a
