@@ -9,6 +9,8 @@
 #            the op tests wait for it, so their timings have the machine;
 #   bench    bench/gpu_vs_torch.sh (ours against PyTorch eager and compiled);
 #   profile  bench/gpu_kernel_profile.sh (ncu: each kernel's time in a step);
+#   variants bench/gpu_attention_variants.sh (the dK/dV kernel's 2 and 3
+#            blocks per SM, timed one after the other);
 #   full     the trainer's GPU tests (strategies on ranks sharing the GPU,
 #            NCCL on 1 rank) from the full build;
 #   memcheck compute-sanitizer memcheck over the op tests.
@@ -72,6 +74,10 @@ fi
 if wants profile; then
   step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
   grep -v '^{' "$logs/profile.out" | head -n 60 >> "$final/summary.txt"
+fi
+if wants variants; then
+  step variants "$root/bench/gpu_attention_variants.sh" "$root/build-gpu"
+  grep -A3 '^# dK/dV blocks' "$logs/variants.out" >> "$final/summary.txt"
 fi
 if [ -n "$full" ]; then
   while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done

@@ -368,14 +368,31 @@ __global__ void __launch_bounds__(kThreads, 4)
 #endif
 }
 
+// Blocks per SM the dK/dV kernel is compiled for. On sm_90, 3 (12 warps per
+// SM) holds it to 168 registers, which ptxas meets without spilling by
+// computing S^T's probabilities and packing them before dP^T's; with 2 it
+// takes 228. The build sets it (CMake GPT_DKV_MIN_BLOCKS) so that both can
+// be measured on a GPU (bench/gpu_attention_variants.sh). Before sm_90 an
+// SM's shared memory (164 KiB on sm_80) holds 2 of its 55 KiB blocks at
+// most, and 168 registers would spill there: 2.
+#ifndef GPT_DKV_MIN_BLOCKS
+#define GPT_DKV_MIN_BLOCKS 3
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kDkvMinBlocks = 2;
+#else
+constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
+#endif
+
 // dK, dV for the 64 keys [j0, j0 + 64) of one (b, h); query tiles from j0
 // (the diagonal tile) to the end. Per query tile, with this warp's 16 keys
 // as rows:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 template <int HS>
-__global__ void __launch_bounds__(kThreads) dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                                       const float* delta, int Tn, int C, int NH, float scale) {
+__global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
+    dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int Tn, int C,
+               int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
   bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
