@@ -31,9 +31,9 @@
 // (Diagonal / OffDiagonal below), exponentials are base 2 with the scale
 // folded into one FFMA, tile copies are unrolled from one base address and
 // probabilities are packed two per cvt. Per off-diagonal tile (sm_90 PTX of
-// the HS = 64 loops) that took dK/dV from 2001 to 623 instructions around
-// its 128 mma.sync, dQ from 1692 to 517 around 96 and the forward from 1439
-// to 481 around 64.
+// the HS = 64 loops; bench/kernel_loop_ptx.py counts them) that took dK/dV
+// from 2001 to 643 instructions around its 128 mma.sync, dQ from 1692 to
+// 517 around 96 and the forward from 1439 to 481 around 64.
 #pragma once
 
 #include <cstdint>
@@ -274,7 +274,8 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Only the diagonal tile (query tile == key tile) needs the causal mask: in
 // every other tile all keys precede all queries. Rows and columns past Tn
 // need none either: their Q/K/V/dO rows are zero-filled, padded query rows
-// get lse = +inf in the backward (probability exp2(-inf) = 0, delta 0), and
+// get lse = +inf in the backward (held negated, -inf: probability
+// exp2(-inf) = 0; delta 0), and
 // padded keys occur only in the diagonal tile, where for every stored row i
 // < Tn they lie past i. So the kernels run one tile function in two
 // compiled forms, kDiagonal true for the diagonal tile only, and the other
