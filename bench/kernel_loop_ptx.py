@@ -28,7 +28,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def ptx_for(build, source, arch):
-    entries = json.load(open(os.path.join(build, "compile_commands.json")))
+    db = os.path.join(build, "compile_commands.json")
+    if not os.path.exists(db):
+        sys.exit(f"kernel_loop_ptx: {db}: not found (configure a CUDA build there: scripts/build.sh)")
+    entries = json.load(open(db))
     src = os.path.abspath(source)
     for e in entries:
         if os.path.abspath(e["file"]) == src and " -c " in f" {e['command']} ":
@@ -106,10 +109,10 @@ def main():
                          "ex2": ops["ex2"], "branches": ops["bra"],
                          "other_per_mma": round((len(body) - ops["mma"]) / ops["mma"], 2) if ops["mma"] else None})
     print(f"# {os.path.relpath(a.source, ROOT)}, sm_{a.arch} PTX, loops of at least {a.min} instructions")
-    print(f"  {'kernel':<34} {'instr':>6} {'mma':>5} {'ldmatrix':>8} {'ex2':>5} {'bra':>5} {'other/mma':>9}")
+    print(f"  {'kernel':<44} {'instr':>6} {'mma':>5} {'ldmatrix':>8} {'ex2':>5} {'bra':>5} {'other/mma':>9}")
     for r in rows:
         per = "-" if r["other_per_mma"] is None else f"{r['other_per_mma']:.2f}"
-        print(f"  {r['kernel'][:34]:<34} {r['instructions']:>6} {r['mma']:>5} {r['ldmatrix']:>8} {r['ex2']:>5} "
+        print(f"  {r['kernel'][:44]:<44} {r['instructions']:>6} {r['mma']:>5} {r['ldmatrix']:>8} {r['ex2']:>5} "
               f"{r['branches']:>5} {per:>9}")
     print(json.dumps({"bench": "kernel_loop_ptx", "source": os.path.relpath(a.source, ROOT), "arch": a.arch,
                       "loops": rows}))
