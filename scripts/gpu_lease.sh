@@ -11,6 +11,8 @@
 #   profile  bench/gpu_kernel_profile.sh (ncu: each kernel's time in a step);
 #   variants bench/gpu_attention_variants.sh (the dK/dV kernel's 2 and 3
 #            blocks per SM, timed one after the other);
+#   stalls   bench/gpu_kernel_stalls.sh (ncu's stall reasons and occupancy
+#            for one launch of each tensor-core attention kernel);
 #   full     the trainer's GPU tests (strategies on ranks sharing the GPU,
 #            NCCL on 1 rank) from the full build;
 #   memcheck compute-sanitizer memcheck over the op tests.
@@ -78,6 +80,11 @@ fi
 if wants variants; then
   step variants "$root/bench/gpu_attention_variants.sh" "$root/build-gpu"
   grep -A3 '^# dK/dV blocks' "$logs/variants.out" >> "$final/summary.txt"
+fi
+if wants stalls; then
+  step stalls "$root/bench/gpu_kernel_stalls.sh" "$root/build-gpu"
+  grep -E '^## |Duration|Registers Per|Achieved Occupancy|Stall|Issued Warp|No Eligible|Eligible Warps' \
+    "$logs/stalls.out" | head -n 60 >> "$final/summary.txt"
 fi
 if [ -n "$full" ]; then
   while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done
