@@ -57,8 +57,10 @@ void for_each_width(Body body) {
   body(std::integral_constant<int, 1>{});
 }
 
-// rows: layernorm_backward_rows_kernel (rows in registers), else
-// layernorm_backward_kernel; the launcher picks by C / W.
+// rows: layernorm_forward_rows_kernel and layernorm_backward_rows_kernel
+// (rows in registers), else layernorm_forward_kernel and
+// layernorm_backward_kernel; the launchers pick by C / W. The two forward
+// kernels must agree bit for bit (same arithmetic, same order).
 template <typename T, int W>
 void check_layernorm(bool rows) {
   using namespace layernorm_impl;
@@ -81,9 +83,22 @@ void check_layernorm(bool rows) {
   auto gdx = to<T>(dx0), gdw = to<T>(dw0), gdb = to<T>(db0);
   // NaN: the rows kernel must write every partial row, including those of warps with no rows.
   std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C, NAN);
-  emulated_cuda::launch(dim3(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock)), 32 * kRowsPerBlock, 0, [&] {
-    layernorm_forward_kernel<T, W>(gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
+  const dim3 forward_grid(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock));
+  emulated_cuda::launch(forward_grid, 32 * kRowsPerBlock, 0, [&] {
+    (rows ? layernorm_forward_rows_kernel<T, W> : layernorm_forward_kernel<T, W>)(
+        gout.data(), gmean.data(), grstd.data(), gx.data(), gw.data(), gb.data(), N, C);
   });
+  if (rows) {
+    std::vector<T> other(N * C);
+    std::vector<float> other_mean(N), other_rstd(N);
+    emulated_cuda::launch(forward_grid, 32 * kRowsPerBlock, 0, [&] {
+      layernorm_forward_kernel<T, W>(other.data(), other_mean.data(), other_rstd.data(), gx.data(), gw.data(),
+                                     gb.data(), N, C);
+    });
+    EXPECT_EQ(widen(other), widen(gout)) << "the two forward kernels differ";
+    EXPECT_EQ(other_mean, gmean);
+    EXPECT_EQ(other_rstd, grstd);
+  }
   emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
     (rows ? layernorm_backward_rows_kernel<T, W> : layernorm_backward_kernel<T, W>)(
         gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);

@@ -10,8 +10,10 @@ template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* w, const T* b, int64_t N, int64_t C,
                        cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {out, inp, w, b}), [&](auto width) {
-    detail::launch_kernel(layernorm_forward_kernel<T, width()>, blocks_for(N, kRowsPerBlock), 32 * kRowsPerBlock, 0,
-                          s, out, mean, rstd, inp, w, b, N, C);
+    const auto kernel = C / width() <= 32 * kRowChunks ? layernorm_forward_rows_kernel<T, width()>
+                                                       : layernorm_forward_kernel<T, width()>;
+    detail::launch_kernel(kernel, blocks_for(N, kRowsPerBlock), 32 * kRowsPerBlock, 0, s, out, mean, rstd, inp, w, b,
+                          N, C);
   });
 }
 

@@ -126,6 +126,54 @@ struct alignas(W * sizeof(T)) Pack {
   T e[W];
 };
 
+// The forward of rows whose C / W chunks fit kRowChunks per lane: the same
+// arithmetic in the same order as layernorm_forward_kernel (so the same
+// bits), with the row read from memory once, into registers, instead of
+// once per pass (three times; the later reads mostly hit L1 but still cost
+// issue slots and L1 bandwidth: 18 us a call against 12 us of bytes for
+// gpt2-124m's 16384 x 768 on the H200).
+template <typename T, int W>
+__global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, const T* inp, const T* w,
+                                              const T* bias, int64_t N, int64_t C) {
+  using P = Pack<T, W>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= N) return;
+  const int64_t chunks = C / W;
+  P xv[kRowChunks];
+  // body(q, c) for each of this lane's chunks, in layernorm_forward_kernel's order.
+  const auto each_chunk = [&](auto body) {
+#pragma unroll
+    for (int q = 0; q < kRowChunks; ++q)
+      if (lane + 32 * q < chunks) body(q, int64_t(lane + 32 * q));
+  };
+  float sum = 0.f;
+  each_chunk([&](int q, int64_t c) {
+    xv[q] = *reinterpret_cast<const P*>(inp + row * C + c * W);
+#pragma unroll
+    for (int k = 0; k < W; ++k) sum += f32(xv[q].e[k]);
+  });
+  const float m = warp_sum(sum) / float(C);
+  float var = 0.f;
+  each_chunk([&](int q, int64_t) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) var += (f32(xv[q].e[k]) - m) * (f32(xv[q].e[k]) - m);
+  });
+  const float s = rsqrtf(warp_sum(var) / float(C) + kEps);
+  each_chunk([&](int q, int64_t c) {
+    float wv[W], bv[W], v[W];
+    load_n<W>(wv, w + c * W);
+    load_n<W>(bv, bias + c * W);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = (f32(xv[q].e[k]) - m) * s * wv[k] + bv[k];
+    store_n<W>(out + row * C + c * W, v);
+  });
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
 // The backward of rows whose C / W chunks fit kRowChunks per lane (W as in
 // the forward): warp k of the grid handles rows k, k + nwarps, ... as
 // layernorm_backward_kernel does, with the same arithmetic in the same
