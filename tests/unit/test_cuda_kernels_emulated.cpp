@@ -150,7 +150,6 @@ void check_softmax_xent(Xent kernel, int64_t V, int64_t Vp) {
     auto g = to<T>(logits);
     std::vector<float> glosses(rows);
     if (kernel == Xent::kRowsInRegisters) {
-      static_assert(W == kVec<T> || W == 1);
       ASSERT_LE(Vp, max_row_columns<T>());
       emulated_cuda::launch(dim3(unsigned(rows)), kRowThreads, 0, [&] {
         softmax_xent_rows_kernel<T>(g.data(), glosses.data(), targets.data(), V, Vp, with_grad, scale);

@@ -40,6 +40,7 @@
 #include <type_traits>
 
 #include "model/cuda/cp_async.cuh"
+#include "model/cuda/dtype.cuh"
 #include "model/cuda/mma_bf16.cuh"
 #include "model/cuda/types.hpp"
 
@@ -264,12 +265,10 @@ __device__ __forceinline__ float quad_sum(float v) {
 __device__ __forceinline__ int frag_row(int g, int e) { return g + 8 * (e / 2); }
 __device__ __forceinline__ int frag_col(int n, int t, int e) { return 8 * n + 2 * t + e % 2; }
 
-// Exponentials are taken base 2 (exp2f is one ex2.approx instruction, expf
-// several): scores are scaled by scale * log2(e) and the natural-log lse
-// that the forward stores and the backward reads is converted once per row
-// (lse * log2(e)), so a probability costs one FFMA and one ex2.
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+// Exponentials are taken base 2 (dtype.cuh's kLog2e): scores are scaled by
+// scale * log2(e) and the natural-log lse that the forward stores and the
+// backward reads is converted once per row (lse * log2(e)), so a
+// probability costs one FFMA and one ex2.
 
 // Only the diagonal tile (query tile == key tile) needs the causal mask: in
 // every other tile all keys precede all queries. Rows and columns past Tn

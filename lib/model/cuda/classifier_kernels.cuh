@@ -76,7 +76,6 @@ __global__ void __launch_bounds__(kRowThreads)
     softmax_xent_rows_kernel(T* logits, float* losses, const int32_t* targets, int64_t V, int64_t Vp, bool grad,
                              float loss_scale) {
   constexpr int W = kVec<T>;
-  constexpr float kLog2e = 1.4426950408889634f;
   T* l = logits + int64_t(blockIdx.x) * Vp;
   const int vectors = int(Vp / W);
   const int32_t tgt = targets[blockIdx.x];
@@ -87,40 +86,41 @@ __global__ void __launch_bounds__(kRowThreads)
     const int c = int(threadIdx.x) + k * kRowThreads;
     if (c < vectors) raw[k] = *reinterpret_cast<const uint4*>(l + int64_t(c) * W);
   }
-  // Visits this thread's logits of columns below V: body(logit).
-  auto each = [&](auto body) {
+  // body(c, e) for each of this thread's vectors: c its index in the row, e its W elements.
+  auto each_vector = [&](auto body) {
 #pragma unroll
     for (int k = 0; k < kRowVectors; ++k) {
       const int c = int(threadIdx.x) + k * kRowThreads;
       if (c >= vectors) break;
-      const T* e = reinterpret_cast<const T*>(&raw[k]);
-#pragma unroll
-      for (int i = 0; i < W; ++i)
-        if (int64_t(c) * W + i < V) body(f32(e[i]));
+      body(int64_t(c), reinterpret_cast<const T*>(&raw[k]));
     }
   };
+  // body(logit) for each of this thread's logits of columns below V.
+  auto each_logit = [&](auto body) {
+    each_vector([&](int64_t c, const T* e) {
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        if (c * W + i < V) body(f32(e[i]));
+    });
+  };
   float m = -INFINITY;
-  each([&](float v) { m = fmaxf(m, v); });
+  each_logit([&](float v) { m = fmaxf(m, v); });
   const float M = block_max(m), neg_m2 = -M * kLog2e;
   float s = 0.f;
-  each([&](float v) { s += exp2f(fmaf(v, kLog2e, neg_m2)); });
+  each_logit([&](float v) { s += exp2f(fmaf(v, kLog2e, neg_m2)); });
   const float lse = M + logf(block_sum(s));
   if (threadIdx.x == 0) losses[blockIdx.x] = lse - target_logit;
   if (!grad) return;
   const float neg_lse2 = -lse * kLog2e;
-#pragma unroll
-  for (int k = 0; k < kRowVectors; ++k) {
-    const int c = int(threadIdx.x) + k * kRowThreads;
-    if (c >= vectors) break;
-    const T* e = reinterpret_cast<const T*>(&raw[k]);
+  each_vector([&](int64_t c, const T* e) {
     float g[W];
 #pragma unroll
     for (int i = 0; i < W; ++i) {
-      const int64_t j = int64_t(c) * W + i;
+      const int64_t j = c * W + i;
       g[i] = j < V ? (exp2f(fmaf(f32(e[i]), kLog2e, neg_lse2)) - (j == tgt ? 1.f : 0.f)) * loss_scale : 0.f;
     }
-    store_n<W>(l + int64_t(c) * W, g);
-  }
+    store_n<W>(l + c * W, g);
+  });
 }
 
 template <typename T>

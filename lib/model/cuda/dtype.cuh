@@ -25,6 +25,12 @@ __device__ __forceinline__ float store<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 store<bf16>(float x) { return __float2bfloat16_rn(x); }
 
+// Base-2 exponentials: exp(x) = exp2f(x * kLog2e), and exp2f is one
+// ex2.approx instruction where expf is several; kernels fold kLog2e into the
+// FFMA they already do (attention's scores, the LM head's softmax).
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
