@@ -418,6 +418,7 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   Dev<T> gg(g);
   Dev<double> acc(1);
   Dev<double> scratch{size_t(sum_squares_scratch())};
+  GPT_CUDA_OK(cudaMemset(scratch.data(), 0, scratch.size() * sizeof(double)));  // as the contract asks
   GPT_CUDA_OK(cudaMemset(acc.data(), 0, sizeof(double)));
   sum_squares(gg.data(), n, acc.data(), scratch.data(), nullptr);
   double got = 0;
@@ -428,6 +429,30 @@ TYPED_TEST(CudaOps, AdamWMasterWeightsAndNorm) {
   convert(narrowed.data(), acc.data(), 1, nullptr);
   EXPECT_EQ(narrowed.download()[0], static_cast<float>(got));
   narrowed.check_guards();
+  // The list form, as the norm over a rank's units takes it: 70 arrays (two
+  // launches), one not 16-byte aligned, one empty; the last block of each
+  // launch leaves the arrival counter at zero for the next, so the same
+  // list summed again gives the same bits.
+  {
+    std::vector<const T*> xs;
+    std::vector<int64_t> ns;
+    double want_list = 0;
+    for (int k = 0; k < 70; ++k) {
+      const int64_t off = k == 3 ? 1 : 0, len = k == 5 ? 0 : 1 + (k * 37) % 90;
+      if (off + len > n) continue;
+      xs.push_back(gg.data() + off);
+      ns.push_back(len);
+      want_list += gpt::sum_squares(g.data() + off, len);
+    }
+    double twice[2];
+    for (double& r : twice) {
+      GPT_CUDA_OK(cudaMemset(acc.data(), 0, sizeof(double)));
+      sum_squares(xs.data(), ns.data(), int(xs.size()), acc.data(), scratch.data(), nullptr);
+      GPT_CUDA_OK(cudaMemcpy(&r, acc.data(), sizeof r, cudaMemcpyDeviceToHost));
+    }
+    EXPECT_NEAR(twice[0], want_list, 1e-9 * want_list);
+    EXPECT_EQ(twice[0], twice[1]);
+  }
 }
 
 // The casts and the fp32 accumulation the strategies use, through their

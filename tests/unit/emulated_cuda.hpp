@@ -8,7 +8,10 @@
 //  - threadIdx / blockIdx / gridDim / blockDim (2-D grids and blocks), one
 //    block at a time; warps are formed from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
-//    __shfl_xor_sync (through a per-warp exchange slot and two barriers).
+//    __shfl_xor_sync (through a per-warp exchange slot and two barriers),
+//    atomicAdd on unsigned and __threadfence (trivially: blocks run one
+//    after another, so a "last block to arrive" sees every other block's
+//    writes).
 //    A thread runs until it waits at a barrier, then the next one runs: a
 //    missing barrier lets one thread run ahead and read what the others
 //    have not written yet (0xFF, below) or overwrite what they have not
@@ -81,6 +84,7 @@
 #undef __launch_bounds__
 #undef __shared__
 #undef __align__
+#undef __grid_constant__
 #define GPT_EMULATED_CUDA 1
 #define __global__
 #define __device__
@@ -89,6 +93,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
 
 inline uint3 threadIdx;  // the running fiber's, set by the scheduler
 inline dim3 blockIdx, gridDim, blockDim;
@@ -406,6 +411,14 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 [[noreturn]] inline void __trap() { emulated_cuda::fail("__trap"); }
+// One block runs at a time, its threads on one host thread: every access is
+// atomic and visible to the blocks after it.
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+inline void __threadfence() {}
 
 namespace emulated_cuda {
 

@@ -24,6 +24,7 @@
 #include "model/adamw.hpp"
 #include "model/cpu/embedding.hpp"
 #include "model/cpu/gelu.hpp"
+#include "model/cuda/elementwise.hpp"
 #include "model/cuda/embedding.hpp"
 
 namespace gpt::cuda::detail {
@@ -330,45 +331,111 @@ TEST(EmulatedSimpleKernels, ConvertAndAccumulate) {
   check_convert_accumulate<bf16, bf16>();
 }
 
-// *out += the sum (of squares) in double: the fixed grid's partials, then
-// one block adding them in a fixed order. n = 200003 > kSumBlocks *
-// kSumThreads, so threads take two elements (the grid-stride loop) and the
-// last block's are partial; with 16-byte vectors, the n % kVec elements left
-// are added one at a time. Both forms. The sum is of the stored (T) values;
-// double accumulation in another order than the host's differs by ~1e-16
+// *out += the sum (of squares) in double over a list of arrays: the fixed
+// grid's partials, then the last block adding them in a fixed order. The
+// whole x (n = 200003 > kSumBlocks * kSumThreads, so threads take two
+// elements, and the last block's are partial) from a 16-byte aligned start
+// (vectors, then the n % kVec left one at a time), the same from one
+// element in (one element per access), and a list of pieces of both kinds
+// and an empty one. The sum is of the stored (T) values; double
+// accumulation in another order than the host's differs by ~1e-16
 // relative.
 template <typename T, bool kSquare>
-double device_sum(const std::vector<float>& x, double start, bool vec) {
+double device_sum(const std::vector<std::pair<const T*, int64_t>>& list, double start) {
   namespace impl = elementwise_impl;
-  Guarded<T> gx(x);
-  std::vector<double> partial(size_t(impl::kSumBlocks), std::nan(""));
+  impl::Segments<T> segs{};
+  for (auto [x, n] : list) {
+    segs.x[segs.count] = x;
+    segs.n[segs.count++] = n;
+  }
+  std::vector<double> scratch(size_t(impl::kSumBlocks) + 1, std::nan(""));
+  unsigned* arrivals = reinterpret_cast<unsigned*>(&scratch.back());
+  *arrivals = 0;
   double out = start;
   emulated_cuda::launch(dim3(impl::kSumBlocks), impl::kSumThreads, 0,
-                        [&] { impl::sum_kernel<T, kSquare>(gx.data(), int64_t(x.size()), partial.data(), vec); });
-  emulated_cuda::launch(dim3(1), impl::kSumThreads, 0,
-                        [&] { impl::sum_partials_kernel(partial.data(), impl::kSumBlocks, &out); });
+                        [&] { impl::sum_kernel<T, kSquare>(segs, scratch.data(), arrivals, &out); });
+  EXPECT_EQ(*arrivals, 0u) << "the arrival counter is left zero for the next launch";
   return out;
 }
 
 TYPED_TEST(EmulatedSimpleKernels, SumSquaresAndValues) {
   using T = TypeParam;
-  const int64_t n = 200003;
-  ASSERT_GT(n, int64_t(elementwise_impl::kSumBlocks) * elementwise_impl::kSumThreads);
+  namespace impl = elementwise_impl;
+  const int64_t threads = int64_t(impl::kSumBlocks) * impl::kSumThreads, n = 200003;
+  ASSERT_GT(n, threads);
   ASSERT_NE(n % kVec<T>, 0);
-  const auto x = rounded<T>(randn(n, 1.f, 40));
-  double squares = 0, values = 0;
-  for (float v : x) {
-    squares += double(v) * v;
-    values += v;
-  }
+  // Past n, up to big: 7 vectors for the first half of the threads, 6 for
+  // the others (and 3 elements one at a time), so the loop that loads
+  // kSumLoads vectors at a time runs once, and the one that loads one takes
+  // the 3 or 2 left.
+  static_assert(impl::kSumLoads == 4);
+  const int64_t big = 6 * threads * kVec<T> + threads * kVec<T> / 2 + 3;
+  const auto x = rounded<T>(randn(big, 1.f, 40));
+  auto host_sum = [&](int64_t lo, int64_t hi, bool square) {
+    double s = 0;
+    for (int64_t i = lo; i < hi; ++i) s += square ? double(x[i]) * x[i] : double(x[i]);
+    return s;
+  };
+  Guarded<T> gx(x);
+  const T* p = gx.data();
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
   const double start = 1.5;
-  for (bool vec : {true, false}) {
-    SCOPED_TRACE(vec ? "16-byte vectors" : "one element per access");
-    EXPECT_NEAR((device_sum<T, true>(x, start, vec)), start + squares, 1e-12 * squares) << "sum of squares";
+  struct Case {
+    const char* what;
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // [lo, hi) of x
+  };
+  const Case cases[] = {
+      {"16-byte vectors", {{0, n}}},
+      {"one element per access", {{1, n}}},
+      {"a list: vectors, scalars, empty, short", {{0, 70001}, {70001, 150000}, {150000, 150000}, {150000, 150003},
+                                                  {150003, n}}},
+      {"several vectors per thread", {{0, big}}},
+      {"several vectors per thread, then a list", {{0, big - n}, {big - n, big}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<std::pair<const T*, int64_t>> list;
+    double squares = 0, values = 0;
+    for (auto [lo, hi] : c.ranges) {
+      list.emplace_back(p + lo, hi - lo);
+      squares += host_sum(lo, hi, true);
+      values += host_sum(lo, hi, false);
+    }
+    EXPECT_NEAR((device_sum<T, true>(list, start)), start + squares, 1e-12 * squares) << "sum of squares";
     if constexpr (std::is_same_v<T, float>) {
-      EXPECT_NEAR((device_sum<float, false>(x, start, vec)), start + values, 1e-12 * squares) << "sum of values";
+      EXPECT_NEAR((device_sum<float, false>(list, start)), start + values, 1e-12 * squares) << "sum of values";
     }
   }
+  EXPECT_TRUE(gx.guards_intact());
+}
+
+// The launcher: 160 arrays (137 not empty) take three launches (64 + 64 +
+// 9), each adding into *out; empty arrays are left out of the lists. Two
+// passes give the same bits (the counter the last block resets).
+TYPED_TEST(EmulatedSimpleKernels, SumSquaresLauncherChunks) {
+  using T = TypeParam;
+  const int64_t n = 20000;
+  const auto x = rounded<T>(randn(n, 1.f, 41));
+  Guarded<T> gx(x);
+  std::vector<const T*> xs;
+  std::vector<int64_t> ns;
+  double want = 0;
+  for (int64_t k = 0, lo = 0; k < 160; ++k) {
+    const int64_t len = k % 7 == 0 ? 0 : 1 + (k * 53) % 250;
+    xs.push_back(gx.data() + lo);
+    ns.push_back(len);
+    for (int64_t i = lo; i < lo + len; ++i) want += double(x[i]) * x[i];
+    lo += len;
+    ASSERT_LE(lo, n);
+  }
+  std::vector<double> scratch(size_t(sum_squares_scratch()), 0.0);
+  double got[2] = {0.5, 0.5};
+  for (double& g : got) {
+    cuda::sum_squares(xs.data(), ns.data(), int(xs.size()), &g, scratch.data(), nullptr);
+    cudaDeviceSynchronize();
+  }
+  EXPECT_NEAR(got[0], 0.5 + want, 1e-12 * want);
+  EXPECT_EQ(got[0], got[1]);
 }
 
 // A launch configuration any GPU refuses (cudaErrorInvalidConfiguration)

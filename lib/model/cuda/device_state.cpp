@@ -29,6 +29,8 @@ DeviceReplicatedState<T>::DeviceReplicatedState(const ParamLayout& layout,
     }
     grads_.emplace_back(n, MemCategory::kGrads, alloc);
     grad_ptrs_.push_back(grads_.back().data());
+    norm_ptrs_.push_back(grads_.back().data());
+    norm_sizes_.push_back(int64_t(n));
     m_.emplace_back(n, MemCategory::kOptim, alloc);
     v_.emplace_back(n, MemCategory::kOptim, alloc);
   }
@@ -44,7 +46,7 @@ void DeviceReplicatedState<T>::zero_grads() {
 template <typename T>
 double DeviceReplicatedState<T>::grad_norm() {
   norm_.zero(stream_);
-  for (auto& g : grads_) sum_squares(g.data(), int64_t(g.size()), norm_.data(), scratch_.data(), stream_);
+  sum_squares(norm_ptrs_.data(), norm_sizes_.data(), int(norm_ptrs_.size()), norm_.data(), scratch_.data(), stream_);
   double sq = 0;
   GPT_CUDA_OK(cudaMemcpyAsync(&sq, norm_.data(), sizeof sq, cudaMemcpyDeviceToHost, stream_));
   wait_stream(stream_, "gradient norm");

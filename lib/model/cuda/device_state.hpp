@@ -42,6 +42,8 @@ class DeviceReplicatedState {
   std::vector<DeviceBuffer<T>> compute_, grads_;  // compute_ empty for T = float
   std::vector<const T*> param_ptrs_;
   std::vector<T*> grad_ptrs_;
+  std::vector<const T*> norm_ptrs_;  // grad_ptrs_ as the norm's one launch takes them
+  std::vector<int64_t> norm_sizes_;
   DeviceBuffer<double> norm_, scratch_;
 };
 

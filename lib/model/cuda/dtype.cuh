@@ -75,6 +75,9 @@ constexpr int kVec = int(16 / sizeof(T));
 template <int W, typename T>
 __device__ __forceinline__ void load_n(float (&v)[W], const T* p) {
   if constexpr (W * sizeof(T) == 16) {
+#ifdef GPT_EMULATED_CUDA  // the GPU faults on a misaligned 16-byte access; x86 would not
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emulated_cuda::fail("load_n: a 16-byte load from a misaligned address");
+#endif
     const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
@@ -88,6 +91,9 @@ __device__ __forceinline__ void load_n(float (&v)[W], const T* p) {
 template <int W, typename T>
 __device__ __forceinline__ void store_n(T* p, const float (&v)[W]) {
   if constexpr (W * sizeof(T) == 16) {
+#ifdef GPT_EMULATED_CUDA
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emulated_cuda::fail("store_n: a 16-byte store to a misaligned address");
+#endif
     uint4 raw;
     T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll

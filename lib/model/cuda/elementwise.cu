@@ -19,29 +19,44 @@ void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s) {
   detail::launch_kernel(accumulate_kernel<Acc, Src>, grid_for(n), kThreads, 0, s, acc, src, n);
 }
 
-int64_t sum_squares_scratch() { return kSumBlocks; }
+int64_t sum_squares_scratch() { return kSumBlocks + 1; }  // the partials, then the arrival counter
 
 namespace {
 
-// *out += sum of x[i] (squared with kSquare): per-block partials, then one
-// block adds them in a fixed order.
+// *out += sum of the arrays' elements (squared with kSquare): one launch per
+// kMaxSegments arrays, in list order; empty arrays are left out.
 template <typename T, bool kSquare>
-void sum_into(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
-  if (n == 0) return;
-  const bool vec = vector_width<T>(kVec<T>, {x}) > 1;
-  detail::launch_kernel(sum_kernel<T, kSquare>, kSumBlocks, kSumThreads, 0, s, x, n, scratch, vec);
-  detail::launch_kernel(sum_partials_kernel, 1, kSumThreads, 0, s, scratch, kSumBlocks, out);
+void sum_into(const T* const* xs, const int64_t* ns, int count, double* out, double* scratch, cudaStream_t s) {
+  Segments<T> segs{};
+  auto launch = [&] {
+    if (segs.count == 0) return;
+    detail::launch_kernel(sum_kernel<T, kSquare>, kSumBlocks, kSumThreads, 0, s, segs, scratch,
+                          reinterpret_cast<unsigned*>(scratch + kSumBlocks), out);
+    segs.count = 0;
+  };
+  for (int i = 0; i < count; ++i) {
+    if (ns[i] == 0) continue;
+    segs.x[segs.count] = xs[i];
+    segs.n[segs.count] = ns[i];
+    if (++segs.count == kMaxSegments) launch();
+  }
+  launch();
 }
 
 }  // namespace
 
 template <typename T>
+void sum_squares(const T* const* xs, const int64_t* ns, int count, double* out, double* scratch, cudaStream_t s) {
+  sum_into<T, true>(xs, ns, count, out, scratch, s);
+}
+
+template <typename T>
 void sum_squares(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
-  sum_into<T, true>(x, n, out, scratch, s);
+  sum_into<T, true>(&x, &n, 1, out, scratch, s);
 }
 
 void sum_values(const float* x, int64_t n, double* out, double* scratch, cudaStream_t s) {
-  sum_into<float, false>(x, n, out, scratch, s);
+  sum_into<float, false>(&x, &n, 1, out, scratch, s);
 }
 
 template void convert<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
@@ -52,5 +67,7 @@ template void accumulate<float, float>(float*, const float*, int64_t, cudaStream
 template void accumulate<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
 template void sum_squares<float>(const float*, int64_t, double*, double*, cudaStream_t);
 template void sum_squares<bf16>(const bf16*, int64_t, double*, double*, cudaStream_t);
+template void sum_squares<float>(const float* const*, const int64_t*, int, double*, double*, cudaStream_t);
+template void sum_squares<bf16>(const bf16* const*, const int64_t*, int, double*, double*, cudaStream_t);
 
 }  // namespace gpt::cuda

@@ -22,14 +22,23 @@ void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s);
 
-// Doubles of scratch sum_squares and sum_values need.
+// Doubles of scratch sum_squares and sum_values need: zeroed once before
+// its first use (a DeviceBuffer is), and left as the sums need it after
+// each. One scratch serves one stream's sums.
 int64_t sum_squares_scratch();
 
-// *out += sum of x[i]^2 over [0, n), in double. Deterministic: a fixed grid,
-// every block sums a fixed set of elements, partials added in block order.
-// out is a device double; scratch: sum_squares_scratch() doubles.
+// *out += the sum of x[i]^2 over [0, n), in double. Deterministic: a fixed
+// grid, every block sums a fixed set of elements, the last block to finish
+// adds the blocks' partials in block order. One launch. out is a device
+// double.
 template <typename T>
 void sum_squares(const T* x, int64_t n, double* out, double* scratch, cudaStream_t s);
+
+// The same over count arrays xs[k] of ns[k] elements (host arrays of device
+// pointers and sizes), one launch per 64 arrays: the global gradient norm
+// over all of a rank's units. Deterministic as above for a given list.
+template <typename T>
+void sum_squares(const T* const* xs, const int64_t* ns, int count, double* out, double* scratch, cudaStream_t s);
 
 // *out += sum of x[i] over [0, n) (per-row losses), deterministic as above.
 void sum_values(const float* x, int64_t n, double* out, double* scratch, cudaStream_t s);

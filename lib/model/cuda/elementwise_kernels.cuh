@@ -13,7 +13,8 @@ namespace gpt::cuda::detail::elementwise_impl {
 constexpr int kThreads = 256;
 // The sums' grid is fixed, not sized by n: every block then sums the same
 // set of elements for any n, and the partials are added in block order, so
-// the result does not depend on anything but the data. 512 blocks of 256
+// the result does not depend on anything but the data (and the list's
+// shape). 512 blocks of 256
 // fill an H100 (132 SMs) several times over.
 constexpr int kSumBlocks = 512;
 constexpr int kSumThreads = 256;
@@ -53,46 +54,90 @@ __device__ __forceinline__ double block_tree_sum(double s) {
   return part[0];
 }
 
-// partial[blockIdx.x] = this block's sum of x[i] (squared with kSquare) in
-// double, over the elements of its grid-stride loop, reduced as a tree.
-// vec (x 16-byte aligned): each thread reads kVec<T> elements per access
-// (16 bytes) and the last n % kVec<T> elements one at a time; else one
-// element per access. Either way the set each thread adds, and its order,
-// depend on n and vec only. Launch: kSumBlocks x kSumThreads. (One 2-byte
-// load per thread and iteration read gpt2-124m's bf16 gradients at 0.6 TB/s
-// on an H200.)
+// The arrays one sum launch covers: the global gradient norm takes every
+// unit's gradient in one launch (a rank's 14 units of gpt2-124m, or a
+// 48-layer model's 50), where one launch per unit (and a second to add its
+// partials) cost 28 launches per step, mostly too short to fill the GPU. A
+// kernel parameter (__grid_constant__: read in place, not copied per
+// thread), 1 KiB, well inside the 4 KiB every architecture accepts.
+constexpr int kMaxSegments = 64;
+template <typename T>
+struct Segments {
+  const T* x[kMaxSegments];
+  int64_t n[kMaxSegments];
+  int count;
+};
+
+// Loads each thread has in flight per iteration of the vector loop: one
+// 16-byte load per thread and iteration kept too few bytes in flight
+// (gpt2-124m's bf16 gradients were read at 0.6 TB/s on an H200).
+constexpr int kSumLoads = 4;
+
+// *out += the sum of x[i] (squared with kSquare) over every segment, in
+// double. Launch: kSumBlocks x kSumThreads; scratch = partial[kSumBlocks]
+// and the arrival counter, zero before the launch and left zero after it.
+// Thread t of block b adds, segment by segment in list order, the elements
+// of its grid-stride loop (16-byte vectors where the segment's start is
+// 16-byte aligned, then the n % kVec<T> left one by one, else one element
+// per access); the block adds its threads as a tree, and the last block to
+// arrive adds the blocks' partials in block order. Every order depends on
+// the list's sizes and alignments only, not on timing: deterministic.
+// (The vectors are loaded kSumLoads at a time while that many are left,
+// then one at a time, and added in grid-stride order either way.)
 template <typename T, bool kSquare>
-__global__ void sum_kernel(const T* x, int64_t n, double* partial, bool vec) {
+__global__ void __launch_bounds__(kSumThreads)
+    sum_kernel(const __grid_constant__ Segments<T> segs, double* partial, unsigned* arrivals, double* out) {
   constexpr int W = kVec<T>;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   double s = 0;
-  int64_t tail = 0;
-  if (vec) {
-    const int64_t nv = n / W;
-    for (int64_t i = first; i < nv; i += stride) {
-      float v[W];
-      load_n<W>(v, x + i * W);
+  for (int k = 0; k < segs.count; ++k) {
+    const T* x = segs.x[k];
+    const int64_t n = segs.n[k];
+    int64_t tail = 0;
+    if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+      const int64_t nv = n / W;
+      const auto add = [&](const float(&v)[W]) {
 #pragma unroll
-      for (int k = 0; k < W; ++k) s += kSquare ? double(v[k]) * v[k] : double(v[k]);
+        for (int e = 0; e < W; ++e) s += kSquare ? double(v[e]) * v[e] : double(v[e]);
+      };
+      int64_t i = first;
+      for (; i + (kSumLoads - 1) * stride < nv; i += kSumLoads * stride) {
+        float v[kSumLoads][W];
+#pragma unroll
+        for (int u = 0; u < kSumLoads; ++u) load_n<W>(v[u], x + (i + u * stride) * W);
+#pragma unroll
+        for (int u = 0; u < kSumLoads; ++u) add(v[u]);
+      }
+      for (; i < nv; i += stride) {
+        float v[W];
+        load_n<W>(v, x + i * W);
+        add(v);
+      }
+      tail = nv * W;
     }
-    tail = nv * W;
-  }
-  for (int64_t i = tail + first; i < n; i += stride) {
-    const double v = f64(x[i]);
-    s += kSquare ? v * v : v;
+    for (int64_t i = tail + first; i < n; i += stride) {
+      const double v = f64(x[i]);
+      s += kSquare ? v * v : v;
+    }
   }
   s = block_tree_sum(s);
-  if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// *out += the n partials: thread t adds partials t, t + kSumThreads, ... in
-// order, then a tree over the threads (a fixed order). Launch: one block of
-// kSumThreads. (One thread adding 512 in a chain took 20 us.)
-__global__ void sum_partials_kernel(const double* partial, int n, double* out) {
-  double s = 0;
-  for (int i = threadIdx.x; i < n; i += kSumThreads) s += partial[i];
-  s = block_tree_sum(s);
-  if (threadIdx.x == 0) *out += s;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = s;
+    __threadfence();  // the partial is visible to every block before the arrival counts
+    last = atomicAdd(arrivals, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  // Written by other blocks during this launch: read past this SM's L1.
+  const volatile double* parts = partial;
+  double t = 0;
+  for (int i = threadIdx.x; i < int(gridDim.x); i += kSumThreads) t += parts[i];
+  t = block_tree_sum(t);
+  if (threadIdx.x == 0) {
+    *out += t;
+    *arrivals = 0;  // ready for the next launch
+  }
 }
 
 }  // namespace gpt::cuda::detail::elementwise_impl

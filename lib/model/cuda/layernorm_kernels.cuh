@@ -47,7 +47,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     float v[W];
     load_n<W>(v, x + c * W);
 #pragma unroll
-    for (int k = 0; k < W; ++k) var += (v[k] - m) * (v[k] - m);
+    for (int k = 0; k < W; ++k) var = fmaf(v[k] - m, v[k] - m, var);
   }
   const float s = rsqrtf(warp_sum(var) / float(C) + kEps);
   T* o = out + row * C;
@@ -57,7 +57,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     load_n<W>(wv, w + c * W);
     load_n<W>(bv, bias + c * W);
 #pragma unroll
-    for (int k = 0; k < W; ++k) v[k] = (v[k] - m) * s * wv[k] + bv[k];
+    for (int k = 0; k < W; ++k) v[k] = fmaf((v[k] - m) * s, wv[k], bv[k]);
     store_n<W>(o + c * W, v);
   }
   if (lane == 0) {
@@ -128,7 +128,8 @@ struct alignas(W * sizeof(T)) Pack {
 
 // The forward of rows whose C / W chunks fit kRowChunks per lane: the same
 // arithmetic in the same order as layernorm_forward_kernel (so the same
-// bits), with the row read from memory once, into registers, instead of
+// bits: the products that meet an addition are explicit fmaf in both, so no
+// compiler's contraction choices can differ between them), with the row read from memory once, into registers, instead of
 // once per pass (three times; the later reads mostly hit L1 but still cost
 // issue slots and L1 bandwidth: 18 us a call against 12 us of bytes for
 // gpt2-124m's 16384 x 768 on the H200).
@@ -157,7 +158,7 @@ __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, 
   float var = 0.f;
   each_chunk([&](int q, int64_t) {
 #pragma unroll
-    for (int k = 0; k < W; ++k) var += (f32(xv[q].e[k]) - m) * (f32(xv[q].e[k]) - m);
+    for (int k = 0; k < W; ++k) var = fmaf(f32(xv[q].e[k]) - m, f32(xv[q].e[k]) - m, var);
   });
   const float s = rsqrtf(warp_sum(var) / float(C) + kEps);
   each_chunk([&](int q, int64_t c) {
@@ -165,7 +166,7 @@ __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, 
     load_n<W>(wv, w + c * W);
     load_n<W>(bv, bias + c * W);
 #pragma unroll
-    for (int k = 0; k < W; ++k) v[k] = (f32(xv[q].e[k]) - m) * s * wv[k] + bv[k];
+    for (int k = 0; k < W; ++k) v[k] = fmaf((f32(xv[q].e[k]) - m) * s, wv[k], bv[k]);
     store_n<W>(out + row * C + c * W, v);
   });
   if (lane == 0) {

@@ -52,20 +52,35 @@ class DeviceArena final : public Arena {
     else
       cuda::accumulate(static_cast<float*>(acc), static_cast<const bf16*>(src), n, s_);
   }
-  void begin_norm() override { norm_.zero(s_); }
+  // The ranges are collected and summed in one launch per type at the end:
+  // one launch for all of a rank's units (fp32 and bf16 ranges, should a
+  // strategy mix them, each in their own). The lists keep their capacity, so
+  // after the first step nothing is allocated here.
+  void begin_norm() override {
+    norm_.zero(s_);
+    norm_f32_.clear();
+    norm_bf16_.clear();
+  }
   void add_squares(const void* x, DType t, int64_t n) override {
-    if (t == DType::kF32)
-      cuda::sum_squares(static_cast<const float*>(x), n, norm_.data(), scratch_.data(), s_);
-    else
-      cuda::sum_squares(static_cast<const bf16*>(x), n, norm_.data(), scratch_.data(), s_);
+    if (t == DType::kF32) {
+      norm_f32_.x.push_back(static_cast<const float*>(x));
+      norm_f32_.n.push_back(n);
+    } else {
+      norm_bf16_.x.push_back(static_cast<const bf16*>(x));
+      norm_bf16_.n.push_back(n);
+    }
   }
   double end_norm() override {
+    flush_norm();
     double v = 0;
     GPT_CUDA_OK(cudaMemcpyAsync(&v, norm_.data(), sizeof v, cudaMemcpyDeviceToHost, s_));
     cuda::wait_stream(s_, "gradient norm");
     return v;
   }
-  void end_norm_to(float* out) override { cuda::convert(out, norm_.data(), 1, s_); }
+  void end_norm_to(float* out) override {
+    flush_norm();
+    cuda::convert(out, norm_.data(), 1, s_);
+  }
   void adamw(const UnitSpec& unit, int64_t begin, int64_t end, float* master, void* param, DType pt, const void* g,
              DType gt, float* m, float* v, const AdamWHyper& h, const AdamWStep& s) override {
     const bool g32 = gt == DType::kF32;
@@ -107,9 +122,28 @@ class DeviceArena final : public Arena {
   }
 
  private:
+  template <typename T>
+  struct NormList {
+    std::vector<const T*> x;
+    std::vector<int64_t> n;
+    void clear() {
+      x.clear();
+      n.clear();
+    }
+    void flush(double* out, double* scratch, cudaStream_t s) const {
+      if (!x.empty()) cuda::sum_squares(x.data(), n.data(), int(x.size()), out, scratch, s);
+    }
+  };
+  void flush_norm() {
+    norm_f32_.flush(norm_.data(), scratch_.data(), s_);
+    norm_bf16_.flush(norm_.data(), scratch_.data(), s_);
+  }
+
   cuda::DeviceAllocator* alloc_;
   cudaStream_t s_;
   cuda::DeviceBuffer<double> norm_, scratch_;
+  NormList<float> norm_f32_;  // the ranges since begin_norm(), by type
+  NormList<bf16> norm_bf16_;
 };
 
 template <typename T>
