@@ -10,6 +10,11 @@
 //
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
+//                   [--recompute none|gelu|gelu-ln] [--gemm-autotune N]
+// With --gemm-autotune N (N > 1) the first step times up to N of
+// cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
+// set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
+// the heuristic's first pick's time and the fastest's (gemm_tune).
 #include <array>
 #include <cstdio>
 #include <random>
@@ -45,6 +50,7 @@ struct Args : bench::Shape {
   int steps = 20, warmup = 5;
   bool checkpointing = false;
   std::string recompute = "none";
+  int gemm_autotune = 0;
 };
 
 template <typename T>
@@ -56,6 +62,7 @@ nlohmann::json run(const Args& a) {
   MemoryTracker tracker;
   cuda::DeviceAllocator alloc(&tracker);
   cuda::Matmul mm(&alloc);
+  mm.set_autotune(a.gemm_autotune);
   cuda::DeviceReplicatedState<T> st = bench::initial_state<T>(layout, &alloc, stream);
   GPTOptions opt;
   opt.max_batch = a.batch;
@@ -130,7 +137,9 @@ nlohmann::json run(const Args& a) {
   const bool bf16 = a.precision == "bf16";
   const double peak = gpu_peak_flops(dev, bf16);
   const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
-  nlohmann::json j = {{"impl", a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+  std::string impl = a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute;
+  if (a.gemm_autotune > 1) impl += "-autotune";
+  nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
                       {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
@@ -162,6 +171,22 @@ nlohmann::json run(const Args& a) {
     std::printf("    %-10s %9.3f %6.1f%% %9.1f\n", kPhaseNames[i], phase, 100 * share, tflops);
   }
   j["phases"] = phases;
+  if (!mm.tune_results().empty()) {
+    nlohmann::json tune = nlohmann::json::array();
+    double first = 0, best = 0;
+    for (const auto& t : mm.tune_results()) {
+      tune.push_back({{"m", t.m}, {"n", t.n}, {"k", t.k}, {"epilogue", t.epilogue}, {"candidates", t.candidates},
+                      {"timed", t.timed}, {"picked", t.picked}, {"first_ms", t.first_ms}, {"best_ms", t.best_ms}});
+      if (t.picked >= 0 && t.first_ms >= 0) {
+        first += t.first_ms;
+        best += t.best_ms;
+      }
+    }
+    j["gemm_tune"] = tune;
+    std::printf("# GEMM autotune: %zu shapes, the fastest of up to %d algorithms; summed over one call of each: "
+                "%.3f ms (the heuristic's first picks) -> %.3f ms\n",
+                mm.tune_results().size(), a.gemm_autotune, first, best);
+  }
   for (auto& set : mark)
     for (auto& e : set) cudaEventDestroy(e);
   cudaEventDestroy(t0);
@@ -180,6 +205,10 @@ int main(int argc, char** argv) {
   app.add_flag("--activation-checkpointing", a.checkpointing, "keep block inputs only, recompute blocks");
   app.add_option("--recompute", a.recompute, "activations recomputed in backward: none | gelu | gelu-ln")
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
+  app.add_option("--gemm-autotune", a.gemm_autotune,
+                 "time up to N cuBLASLt algorithms per GEMM shape in the first step and keep the fastest (0: the "
+                 "heuristic's first pick)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -32,6 +32,10 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 json_of() { local o rc=0; o="$("$@")" || rc=$?; printf '%s\n' "$o" >&2; [ "$rc" = 0 ] && printf '%s\n' "$o" | grep '^{'; }
 rows=()
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup")")
+# The same with cuBLASLt's algorithms timed per GEMM shape in the first step (Matmul::set_autotune), beside
+# the heuristic's picks above: whether autotuning should become the default.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
+  --gemm-autotune "${GEMM_AUTOTUNE:-8}")") || echo "warning: the autotuned row failed; left out" >&2
 for mode in eager compile; do
   if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" "${shape[@]}" --steps "$steps" --warmup "$warmup" 2>/dev/null | grep '^{')"; then
     rows+=("$r")

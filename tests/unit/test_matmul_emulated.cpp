@@ -337,5 +337,64 @@ TYPED_TEST(EmulatedMatmul, PlansAreCached) {
   EXPECT_EQ(host_cublaslt::hooks().heuristic_calls, asked + 2);
 }
 
+// Autotuning (set_autotune): the heuristic offers 4 algorithms (the host
+// cuBLASLt's all compute the same) and cublasLtMatmul refuses the second.
+// Every product a block makes (bias, GELU_AUX_BIAS, the residual in place,
+// DGELU, dW accumulated in place, twice each: the second pass untimed) gives exactly the values it
+// gives untuned: the trials of an in-place accumulation must not add into
+// it. Each plan is tuned once, at its first call, over the 3 algorithms
+// that run, and never picks the refused one.
+TYPED_TEST(EmulatedMatmul, AutotuneKeepsResults) {
+  using T = TypeParam;
+  const int64_t OC = 40;
+  const Layer l = layer<T>(OC, 50);
+  const auto res = rounded<T>(randn(kN * OC, 1.f, 53)), dout = rounded<T>(randn(kN * OC, 1.f, 54));
+  const auto pre = rounded<T>(randn(kN * kC, 1.5f, 55)), dw0 = rounded<T>(randn(OC * kC, 1.f, 56));
+  host_cublaslt::hooks().algorithms = 4;
+  host_cublaslt::hooks().refuse_algorithm = 1;
+  std::vector<std::vector<float>> got[2];
+  for (int tuned = 0; tuned < 2; ++tuned) {
+    Matmul mm(&this->alloc);
+    mm.set_autotune(tuned ? 4 : 0);
+    Buf<T> x(&this->alloc, l.x), w(&this->alloc, l.w), b(&this->alloc, l.b), r(&this->alloc, res);
+    Buf<T> go(&this->alloc, dout), gp(&this->alloc, pre), out(&this->alloc, kN * OC), act(&this->alloc, kN * OC);
+    Buf<T> gdx(&this->alloc, kN * kC), gdw(&this->alloc, dw0), gdb(&this->alloc, OC);
+    for (int pass = 0; pass < 2; ++pass) {
+      mm.linear_forward<T>(out.data(), x.data(), w.data(), b.data(), kN, kC, OC, nullptr);
+      got[tuned].push_back(out.values());
+      mm.linear_forward<T>(out.data(), x.data(), w.data(), b.data(), kN, kC, OC, nullptr, act.data());
+      got[tuned].push_back(out.values());
+      got[tuned].push_back(act.values());
+      mm.linear_residual_forward<T>(r.data(), x.data(), w.data(), b.data(), r.data(), kN, kC, OC, nullptr);
+      got[tuned].push_back(r.values());
+      mm.linear_backward<T>(gdx.data(), gdw.data(), gdb.data(), go.data(), x.data(), w.data(), kN, kC, OC, nullptr,
+                            gp.data());
+      got[tuned].push_back(gdx.values());
+      got[tuned].push_back(gdw.values());
+      got[tuned].push_back(gdb.values());
+    }
+    EXPECT_EQ(mm.fused_gelu_calls(), 4) << "the GELU epilogues stay fused";
+    if (!tuned) {
+      EXPECT_TRUE(mm.tune_results().empty());
+      continue;
+    }
+    // Plans: bias (the residual's too: beta is the call's, not the plan's),
+    // GELU aux, DGELU, dW accumulated in place, and the GELU epilogue
+    // check's two small products (gelu_epilogue_check.hpp).
+    ASSERT_EQ(mm.tune_results().size(), 6u);
+    for (const Matmul::TuneResult& t : mm.tune_results()) {
+      SCOPED_TRACE(testing::Message() << "m " << t.m << " n " << t.n << " k " << t.k << " epilogue " << t.epilogue);
+      EXPECT_EQ(t.candidates, 4);
+      EXPECT_EQ(t.timed, 3);
+      EXPECT_NE(t.picked, 1);
+      EXPECT_GE(t.picked, 0);
+      EXPECT_GE(t.best_ms, 0.f);
+      EXPECT_LE(t.best_ms, t.first_ms);
+    }
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << "product " << i;
+}
+
 }  // namespace
 }  // namespace gpt::cuda

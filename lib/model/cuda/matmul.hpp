@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda/device_memory.hpp"
 #include "model/cuda/cublaslt_api.hpp"
@@ -69,6 +70,29 @@ class Matmul {
   int64_t fused_gelu_calls() const { return fused_calls_; }
   int64_t unfused_gelu_calls() const { return unfused_calls_; }
   size_t cached_plans() const { return plans_.size(); }
+
+  // GEMM autotuning (off by default: 0 or 1 takes cuBLASLt's heuristic's
+  // first pick, as PyTorch does). With candidates > 1, each new shape asks
+  // the heuristic for up to that many algorithms and, at its first call,
+  // times each on the call's own operands (one warm-up and kTuneRuns timed
+  // runs, events on the call's stream, one host wait per candidate), then
+  // keeps the fastest for good. Only the first step pays: the hot loop
+  // after it is unchanged. A product that accumulates in place (dW += ...)
+  // is timed into a scratch copy of its output, so the trials leave every
+  // result as the chosen algorithm alone would. Algorithms may differ in
+  // summation order (split-K), so two tuned runs can differ in the last
+  // bits where the timing picks differently: like cudnn.benchmark.
+  void set_autotune(int candidates) { autotune_ = candidates; }
+  struct TuneResult {
+    int64_t m, n, k;
+    int epilogue;          // Epi in matmul.cpp: 0 none, 1 bias, 2 GELU aux, 3 DGELU
+    int candidates;        // algorithms the heuristic returned
+    int timed;             // of those, how many ran (the library may refuse some)
+    int picked;            // index of the fastest in the heuristic's order (0: its own first pick)
+    float first_ms, best_ms;  // per call: the heuristic's first pick, the fastest
+  };
+  const std::vector<TuneResult>& tune_results() const { return tune_results_; }
+  static constexpr int kTuneRuns = 3;
   // The GELU epilogue check's verdict for storage type T (kNotRun until the
   // first fused GELU in T asks for it).
   template <typename T>
@@ -95,6 +119,11 @@ class Matmul {
   GeluEpilogueCheck run_gelu_check(cudaStream_t s);
   template <typename T>
   void bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s);
+  // Times the plan's candidates on this call's operands and keeps the
+  // fastest in p.algo (set_autotune).
+  template <typename T>
+  void tune(Plan& p, int64_t m, int64_t n, int64_t k, int epilogue, const T* A, const T* B, const T* Cm, T* D,
+            int64_t ldd, float beta, cudaStream_t s);
 
   const CublasLtApi& lt_;  // opened by the first Matmul (cublaslt_api.hpp)
   DeviceAllocator* alloc_;
@@ -106,6 +135,8 @@ class Matmul {
   std::array<GeluEpilogueCheck, 2> gelu_check_;  // fp32, bf16
   bool checking_ = false;                        // inside run_gelu_check: fuse as asked
   int64_t fused_calls_ = 0, unfused_calls_ = 0;
+  int autotune_ = 0;
+  std::vector<TuneResult> tune_results_;
 };
 
 }  // namespace gpt::cuda

@@ -9,6 +9,7 @@
 #include "api_log.hpp"
 #include "host_streams.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -250,10 +251,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const cublasStatus_t st = validate(*desc(dh), *layout(a), *layout(b), *layout(c), *layout(d));
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (is_gelu(desc(dh)->epilogue) && hooks().refuse_gelu_heuristic) return CUBLAS_STATUS_NOT_SUPPORTED;
-  results[0] = cublasLtMatmulHeuristicResult_t{};
-  results[0].algo.data[0] = 0x5eed;  // what cublasLtMatmul expects back
-  results[0].state = CUBLAS_STATUS_SUCCESS;
-  *found = 1;
+  *found = std::min(requested, std::max(1, hooks().algorithms));
+  for (int i = 0; i < *found; ++i) {
+    results[i] = cublasLtMatmulHeuristicResult_t{};
+    results[i].algo.data[0] = 0x5eed;  // what cublasLtMatmul expects back
+    results[i].algo.data[1] = uint64_t(i);
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -267,6 +271,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const v
   const Layout &la = *layout(al), &lb = *layout(bl), &lc = *layout(cl), &ld = *layout(dl);
   if (const cublasStatus_t st = validate(d, la, lb, lc, ld); st != CUBLAS_STATUS_SUCCESS) return st;
   if (!algo || algo->data[0] != 0x5eed) return CUBLAS_STATUS_INVALID_VALUE;
+  if (hooks().refuse_algorithm >= 0 && algo->data[1] == uint64_t(hooks().refuse_algorithm))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (is_gelu(d.epilogue) && hooks().refuse_gelu_matmul) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (has_bias(d.epilogue) && !d.bias) return CUBLAS_STATUS_INVALID_VALUE;
   if (is_gelu(d.epilogue) && !d.aux) return CUBLAS_STATUS_INVALID_VALUE;

@@ -27,6 +27,8 @@ struct Hooks {
   GeluFormula dgelu = GeluFormula::kTanh;  // DGELU
   bool refuse_gelu_heuristic = false;  // the heuristic finds no algorithm for GELU epilogues
   bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
+  int algorithms = 1;        // the heuristic returns up to this many (all compute the same)
+  int refuse_algorithm = -1;  // cublasLtMatmul says NOT_SUPPORTED for the heuristic's result of this index
   long heuristic_calls = 0;
   long matmul_calls = 0;
 };
