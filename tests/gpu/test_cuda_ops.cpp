@@ -384,19 +384,30 @@ void check_adamw() {
   AdamWHyper h;
   AdamWStep s{3e-3f, 7, 0.5f};
   gpt::adamw_update(unit, begin, end, pr.data(), g.data(), mr.data(), vr.data(), h, s);
-  Dev<float> gp(p), gm(m), gv(v);
-  Dev<G> gg(g);
-  Dev<T> copy(n);
-  adamw_update<G, T>(unit, begin, end, gp.data(), std::is_same_v<T, float> ? nullptr : copy.data(), gg.data(),
-                     gm.data(), gv.data(), h, s, nullptr);
-  EXPECT_LE(rel_error(gp.download(), pr), 1e-6) << "fp32 master";
-  EXPECT_LE(rel_error(gm.download(), mr), 1e-6);
-  EXPECT_LE(rel_error(gv.download(), vr), 1e-6);
-  if (std::is_same_v<T, bf16>) {
-    expect_close<T>(copy.download(), pr, "bf16 compute copy");
+  // shift 0: every array 16-byte aligned, the vectorised kernel; shift 1:
+  // one element in, the kernel that takes one element at a time.
+  for (int shift : {0, 1}) {
+    SCOPED_TRACE(shift ? "unaligned: one element per access" : "aligned: 4 elements per access");
+    const auto at = [&](const std::vector<float>& x) {
+      std::vector<float> y(size_t(shift), 0.f);
+      y.insert(y.end(), x.begin(), x.end());
+      return y;
+    };
+    const auto from = [&](const std::vector<float>& y) { return std::vector<float>(y.begin() + shift, y.end()); };
+    Dev<float> gp(at(p)), gm(at(m)), gv(at(v));
+    Dev<G> gg(at(g));
+    Dev<T> copy(size_t(n + shift));
+    adamw_update<G, T>(unit, begin, end, gp.data() + shift, std::is_same_v<T, float> ? nullptr : copy.data() + shift,
+                       gg.data() + shift, gm.data() + shift, gv.data() + shift, h, s, nullptr);
+    EXPECT_LE(rel_error(from(gp.download()), pr), 1e-6) << "fp32 master";
+    EXPECT_LE(rel_error(from(gm.download()), mr), 1e-6);
+    EXPECT_LE(rel_error(from(gv.download()), vr), 1e-6);
+    if (std::is_same_v<T, bf16>) {
+      expect_close<T>(from(copy.download()), pr, "bf16 compute copy");
+    }
+    gp.check_guards();
+    copy.check_guards();
   }
-  gp.check_guards();
-  copy.check_guards();
 }
 
 // Every pairing the strategies use: gradients reduced in fp32 or bf16 (or

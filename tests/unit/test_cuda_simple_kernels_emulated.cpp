@@ -216,9 +216,12 @@ void check_adamw() {
     impl::for_each_update_launch(
         unit, begin, end, h, s, [&](int64_t o, int64_t k, const impl::AdamWArgs& a, const impl::Segments& seg) {
           ++launches;
-          emulated_cuda::launch(dim3(impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
-            impl::adamw_kernel<G, Copy>(gmaster.data() + o, std::is_void_v<T> ? nullptr : gparam.data() + o,
-                                        gg.data() + o, gm.data() + o, gv.data() + o, k, a, seg);
+          Copy* copy = std::is_void_v<T> ? nullptr : gparam.data() + o;
+          const int w = impl::adamw_width(gmaster.data() + o, copy, gg.data() + o, gm.data() + o, gv.data() + o);
+          EXPECT_EQ(w, impl::kAdamWVec) << "the test's arrays are aligned";
+          emulated_cuda::launch(dim3(impl::blocks_for_update(k, w)), impl::kThreads, 0, [&] {
+            impl::adamw_kernel<impl::kAdamWVec, G, Copy>(gmaster.data() + o, copy, gg.data() + o, gm.data() + o,
+                                                         gv.data() + o, k, a, seg);
           });
         });
     EXPECT_EQ(launches, 1) << "one launch for three tensors";
@@ -269,8 +272,8 @@ TEST(EmulatedSimpleKernels, AdamWManySegments) {
           covered += int(k);
           EXPECT_EQ(seg.end[seg.count - 1], k) << "the last segment ends the launch";
           emulated_cuda::launch(dim3(one_block ? 1u : impl::blocks_for_update(k)), impl::kThreads, 0, [&] {
-            impl::adamw_kernel<float, float>(master.data() + o, nullptr, g.data() + o, m.data() + o, v.data() + o,
-                                             k, a, seg);
+            impl::adamw_kernel<1, float, float>(master.data() + o, nullptr, g.data() + o, m.data() + o,
+                                                v.data() + o, k, a, seg);
           });
         });
     EXPECT_GT(launches, 1) << "more segments than one launch takes";
@@ -280,24 +283,53 @@ TEST(EmulatedSimpleKernels, AdamWManySegments) {
   }
 }
 
-// The update's grid-stride loop: fewer blocks than elements need give the
-// same result as one thread per element.
-TEST(EmulatedSimpleKernels, AdamWGridStride) {
+// The update's grid-stride loop and its two widths: one element per
+// access and kAdamWVec per access (then the n % kAdamWVec left one at a
+// time), each with its planned grid and with one block, give the same bits
+// in master, m, v and the copy; the segments' ends fall inside groups of
+// kAdamWVec, so a group's elements take different decays.
+TEST(EmulatedSimpleKernels, AdamWGridStrideAndWidths) {
   namespace impl = adamw_impl;
-  const int64_t n = 1000;
-  const impl::AdamWArgs a{0.9f, 0.95f, 1e-8f, 0.999f, 0.1f, 1.2f, 0.5f};
+  const int64_t n = 1003;
+  ASSERT_NE(n % impl::kAdamWVec, 0);
+  const impl::AdamWArgs a{0.9f, 0.95f, 1e-8f, 0.9f, 0.1f, 1.2f, 0.5f};  // a strong decay: a wrong one shows
+  impl::Segments seg{};
+  seg.end[0] = 301;
+  seg.end[1] = 378;
+  seg.end[2] = n;
+  seg.decays = 0b101;
+  seg.count = 3;
   const auto g = randn(n, 1.f, 20), p0 = randn(n, 1.f, 21);
   std::vector<std::vector<float>> results;
-  for (unsigned blocks : {impl::blocks_for_update(n), 1u}) {
-    auto p = p0, m = std::vector<float>(n, 0.1f), v = std::vector<float>(n, 0.2f);
-    std::vector<bf16> copy(n);
-    emulated_cuda::launch(dim3(blocks), impl::kThreads, 0, [&] {
-      impl::adamw_kernel<float, bf16>(p.data(), copy.data(), g.data(), m.data(), v.data(), n, a,
-                                      impl::one_segment(n, true));
-    });
-    results.push_back(p);
+  for (int width : {1, impl::kAdamWVec}) {
+    for (unsigned blocks : {impl::blocks_for_update(n, width), 1u}) {
+      SCOPED_TRACE(testing::Message() << "width " << width << ", " << blocks << " blocks");
+      Guarded<float> p(p0), m(std::vector<float>(n, 0.1f)), v(std::vector<float>(n, 0.2f)), gg(g);
+      Guarded<bf16> copy(n);
+      ASSERT_EQ(impl::adamw_width(p.data(), copy.data(), gg.data(), m.data(), v.data()), impl::kAdamWVec);
+      // Any one array off its alignment takes the one-element kernel.
+      EXPECT_EQ(impl::adamw_width(p.data() + 1, copy.data(), gg.data(), m.data(), v.data()), 1);
+      EXPECT_EQ(impl::adamw_width(p.data(), copy.data() + 1, gg.data(), m.data(), v.data()), 1);
+      EXPECT_EQ(impl::adamw_width(p.data(), copy.data(), gg.data() + 1, m.data(), v.data()), 1);
+      EXPECT_EQ(impl::adamw_width(p.data(), copy.data(), gg.data(), m.data() + 1, v.data()), 1);
+      EXPECT_EQ(impl::adamw_width(p.data(), copy.data(), gg.data(), m.data(), v.data() + 1), 1);
+      EXPECT_EQ((impl::adamw_width<float, bf16>(p.data(), nullptr, gg.data(), m.data(), v.data())), impl::kAdamWVec);
+      emulated_cuda::launch(dim3(blocks), impl::kThreads, 0, [&] {
+        if (width == 1)
+          impl::adamw_kernel<1, float, bf16>(p.data(), copy.data(), gg.data(), m.data(), v.data(), n, a, seg);
+        else
+          impl::adamw_kernel<impl::kAdamWVec, float, bf16>(p.data(), copy.data(), gg.data(), m.data(), v.data(), n,
+                                                           a, seg);
+      });
+      results.push_back(p.values());
+      results.push_back(m.values());
+      results.push_back(v.values());
+      results.push_back(copy.values());
+      EXPECT_TRUE(p.guards_intact() && m.guards_intact() && v.guards_intact() && copy.guards_intact());
+    }
   }
-  EXPECT_EQ(results[0], results[1]);
+  ASSERT_EQ(results.size(), 16u);
+  for (size_t r = 4; r < results.size(); ++r) EXPECT_EQ(results[r], results[r % 4]) << "result " << r;
 }
 
 // Casts round to nearest even exactly as the host's conversion does;

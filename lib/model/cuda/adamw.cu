@@ -11,8 +11,13 @@ template <typename G, typename T>
 void adamw_update(const UnitSpec& unit, int64_t begin, int64_t end, float* master, T* param, const G* g, float* m,
                   float* v, const AdamWHyper& h, const AdamWStep& s, cudaStream_t stream) {
   for_each_update_launch(unit, begin, end, h, s, [&](int64_t o, int64_t n, const AdamWArgs& a, const Segments& seg) {
-    detail::launch_kernel(adamw_kernel<G, T>, blocks_for_update(n), kThreads, 0, stream, master + o,
-                          param ? param + o : nullptr, g + o, m + o, v + o, n, a, seg);
+    T* p = param ? param + o : nullptr;
+    if (adamw_width(master + o, p, g + o, m + o, v + o) == kAdamWVec)
+      detail::launch_kernel(adamw_kernel<kAdamWVec, G, T>, blocks_for_update(n, kAdamWVec), kThreads, 0, stream,
+                            master + o, p, g + o, m + o, v + o, n, a, seg);
+    else
+      detail::launch_kernel(adamw_kernel<1, G, T>, blocks_for_update(n), kThreads, 0, stream, master + o, p, g + o,
+                            m + o, v + o, n, a, seg);
   });
 }
 

@@ -44,21 +44,56 @@ inline Segments one_segment(int64_t n, bool decays) {
   return s;
 }
 
-// The CPU update's arithmetic (model/adamw.cpp) per element, with the master
-// weight in fp32; the new value also goes, rounded, to the compute copy
-// param when there is one.
-template <typename G, typename T>
+// The CPU update's arithmetic (model/adamw.cpp) for one element: g the
+// gradient, m and v its moments (updated), p its master weight; returns the
+// new master weight. Written with explicit fmaf, so that every kernel width
+// computes the same bits whatever the compiler would contract.
+__device__ __forceinline__ float adamw_element(float g, float& m, float& v, float p, float decay, const AdamWArgs& a) {
+  g *= a.grad_scale;
+  m = fmaf(a.beta1, m, (1.f - a.beta1) * g);
+  v = fmaf(a.beta2, v, (1.f - a.beta2) * g * g);
+  const float denom = fmaf(sqrtf(v), a.inv_sqrt_bc2, a.eps);
+  return fmaf(p, decay, -(a.step_size * m / denom));
+}
+
+// The update of n elements, the master weight in fp32; the new value also
+// goes, rounded, to the compute copy param when there is one. W = kAdamWVec:
+// thread t takes the groups of W elements t, t + stride, ... with one
+// access per array and group (16 bytes of master, m and v; every pointer
+// aligned to its W elements), then the n % W elements left one at a time;
+// W = 1: every element one at a time. Each element's arithmetic is the
+// same either way (the same bits). A thread's elements ascend, so its
+// segment only moves forward.
+constexpr int kAdamWVec = 4;
+template <int W, typename G, typename T>
 __global__ void adamw_kernel(float* master, T* param, const G* g, float* m, float* v, int64_t n, AdamWArgs a,
                              Segments seg) {
-  int k = 0;  // a thread's elements ascend, so its segment only moves forward
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  int k = 0;
+  const auto decay_at = [&](int64_t i) {
     while (k + 1 < seg.count && i >= seg.end[k]) ++k;
-    const float decay = (seg.decays >> k) & 1u ? a.decay : 1.f;
-    const float gi = f32(g[i]) * a.grad_scale;
-    const float mi = a.beta1 * m[i] + (1.f - a.beta1) * gi;
-    const float vi = a.beta2 * v[i] + (1.f - a.beta2) * gi * gi;
-    const float denom = sqrtf(vi) * a.inv_sqrt_bc2 + a.eps;
-    const float p = master[i] * decay - a.step_size * mi / denom;
+    return (seg.decays >> k) & 1u ? a.decay : 1.f;
+  };
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t groups = W > 1 ? n / W : 0;
+  for (int64_t j = first; j < groups; j += stride) {
+    const int64_t i = j * W;
+    Pack<float, W> pm = load_pack<W>(master + i), mm = load_pack<W>(m + i), vv = load_pack<W>(v + i);
+    const Pack<G, W> gg = load_pack<W>(g + i);
+#pragma unroll
+    for (int e = 0; e < W; ++e) pm.e[e] = adamw_element(f32(gg.e[e]), mm.e[e], vv.e[e], pm.e[e], decay_at(i + e), a);
+    store_pack<W>(m + i, mm);
+    store_pack<W>(v + i, vv);
+    store_pack<W>(master + i, pm);
+    if (param) {
+      Pack<T, W> pc;
+#pragma unroll
+      for (int e = 0; e < W; ++e) pc.e[e] = store<T>(pm.e[e]);
+      store_pack<W>(param + i, pc);
+    }
+  }
+  for (int64_t i = groups * W + first; i < n; i += stride) {
+    float mi = m[i], vi = v[i];
+    const float p = adamw_element(f32(g[i]), mi, vi, master[i], decay_at(i), a);
     m[i] = mi;
     v[i] = vi;
     master[i] = p;
@@ -66,8 +101,21 @@ __global__ void adamw_kernel(float* master, T* param, const G* g, float* m, floa
   }
 }
 
-inline unsigned blocks_for_update(int64_t n) {
-  return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+// kAdamWVec when every array starts aligned to its kAdamWVec elements, else 1.
+template <typename G, typename T>
+inline int adamw_width(const float* master, const T* param, const G* g, const float* m, const float* v) {
+  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  constexpr size_t W = kAdamWVec;
+  return aligned(master, W * 4) && aligned(m, W * 4) && aligned(v, W * 4) && aligned(g, W * sizeof(G)) &&
+                 (!param || aligned(param, W * sizeof(T)))
+             ? kAdamWVec
+             : 1;
+}
+
+// The grid for n elements at W per thread and iteration.
+inline unsigned blocks_for_update(int64_t n, int W = 1) {
+  const int64_t groups = (n + W - 1) / W;
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>((groups + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 // Calls launch(offset, n, args, segments) for the elements [begin, end) of

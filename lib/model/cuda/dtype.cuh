@@ -105,6 +105,27 @@ __device__ __forceinline__ void store_n(T* p, const float (&v)[W]) {
   }
 }
 
+// W elements of T, loaded or stored as one access of W * sizeof(T) bytes
+// (16 when W is kVec<T>; the pointer aligned to that).
+template <typename T, int W>
+struct alignas(W * sizeof(T)) Pack {
+  T e[W];
+};
+template <int W, typename T>
+__device__ __forceinline__ Pack<T, W> load_pack(const T* p) {
+#ifdef GPT_EMULATED_CUDA
+  if (reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) != 0) emulated_cuda::fail("load_pack: a misaligned address");
+#endif
+  return *reinterpret_cast<const Pack<T, W>*>(p);
+}
+template <int W, typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) {
+#ifdef GPT_EMULATED_CUDA
+  if (reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) != 0) emulated_cuda::fail("store_pack: a misaligned address");
+#endif
+  *reinterpret_cast<Pack<T, W>*>(p) = v;
+}
+
 // kVec<T> when rows of `row_elems` elements starting at each of ptrs are
 // all 16-byte aligned, else 1.
 template <typename T>

@@ -120,12 +120,6 @@ __global__ void layernorm_backward_kernel(T* dinp, float* scratch, const T* dout
   }
 }
 
-// W elements of T, loaded or stored as one access (16 bytes when W is kVec<T>).
-template <typename T, int W>
-struct alignas(W * sizeof(T)) Pack {
-  T e[W];
-};
-
 // The forward of rows whose C / W chunks fit kRowChunks per lane: the same
 // arithmetic in the same order as layernorm_forward_kernel (so the same
 // bits: the products that meet an addition are explicit fmaf in both, so no
