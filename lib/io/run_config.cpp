@@ -102,6 +102,10 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.device = one_of("device", v, {"cpu", "cuda"}) == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu; }},
       {"precision", "bf16 (mixed: bf16 compute, fp32 master weights; cuda only) | fp32 (default: bf16 on cuda, fp32 on cpu)",
        false, [](C&, P& p, S v) { p.precision = one_of("precision", v, {"bf16", "fp32"}) == "bf16" ? Precision::kBf16 : Precision::kFp32; }},
+      {"gemm-autotune",
+       "cuda: in the first step, time up to N of cuBLASLt's algorithms for each matrix-product shape and keep the "
+       "fastest (0: the heuristic's first pick; results may then differ between runs in the last bits)",
+       false, [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
       {"comm",
@@ -347,6 +351,9 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     throw ConfigError(fmt::format("invalid reduce-dtype = '{}': needs --device cuda (the CPU path is fp32)",
                                   cfg.reduce_dtype));
   if (!cuda && cfg.comm == "nccl") throw ConfigError("invalid comm = 'nccl': needs --device cuda");
+  if (!cuda && cfg.gemm_autotune != 0)
+    throw ConfigError(fmt::format("invalid gemm-autotune = {}: needs --device cuda (cuBLASLt's algorithms)",
+                                  cfg.gemm_autotune));
 
   if (cfg.seq_len == 0) cfg.seq_len = cfg.gpt.seq_len;
   if (cfg.seq_len > cfg.gpt.seq_len)
@@ -393,6 +400,7 @@ nlohmann::json RunConfig::to_json() const {
       {"device", device == DeviceKind::kCuda ? "cuda" : "cpu"},
       {"precision", precision == Precision::kBf16 ? "bf16" : "fp32"},
       {"reduce_dtype", reduce_dtype},
+      {"gemm_autotune", gemm_autotune},
       {"comm", comm},
       {"comm_timeout", comm_timeout_s},
       {"mesh", mesh},

@@ -63,6 +63,7 @@ struct RunConfig {
   uint64_t seed = 1337;
   bool activation_checkpointing = false;
   Recompute recompute = Recompute::kNone;  // activations recomputed in backward (model/recompute.hpp)
+  int gemm_autotune = 0;                   // cuda: time up to N cuBLASLt algorithms per GEMM shape (0: heuristic's)
   // checkpoints
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)

@@ -31,6 +31,7 @@ struct GPTOptions {
   bool activation_checkpointing = false;  // keep only block inputs; recompute in backward
   int64_t classifier_chunk_rows = 0;      // 0: automatic (~32 MiB of logits)
   Recompute recompute = Recompute::kNone;  // see model/recompute.hpp; ignored with activation_checkpointing
+  int gemm_autotune = 0;                   // cuda: cuda::Matmul::set_autotune; the CPU model ignores it
 };
 
 // set_decode's contract, checked alike by GPT and cuda::DeviceGPT: a

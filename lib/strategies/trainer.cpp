@@ -258,7 +258,7 @@ struct Trainer::Impl {
   }
 
   GPTOptions model_options() const {
-    return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute};
+    return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
   }
 
   // GPU communicators order their collectives against the compute stream.

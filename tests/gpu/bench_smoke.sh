@@ -35,8 +35,10 @@ for candidate in python3 /usr/bin/python3; do
   fi
 done
 echo "PyTorch scripts run with: $py"
-TRAINER="$trainer" PREPARE_DATA="$prepare" TRAINER_FLAGS="--threads 1" \
-  RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
+# The host cuBLASLt offers 3 algorithms per product (all computing the same), so the autotuned rows tune:
+# bench_gpu_train --gemm-autotune (ours-autotune) and, through its flag, gpt_train (its debug log says so).
+GPT_HOST_CUBLASLT_ALGORITHMS=3 TRAINER="$trainer" PREPARE_DATA="$prepare" \
+  TRAINER_FLAGS="--threads 1 --gemm-autotune 3 --log-level debug" RESULTS_DIR="$out" STEPS=2 WARMUP=1 ITERS=2 PYTHON="$py" "$src/bench/gpu_vs_torch.sh" "$build" tiny 2 64 > "$out/log.txt" 2>&1 ||
   { echo "FAILED: gpu_vs_torch.sh"; cat "$out/log.txt"; exit 1; }
 cat "$out/log.txt"
 for mode in none gelu-ln; do
@@ -62,10 +64,19 @@ for row, mode in ((ours, "none"), (re[0], "gelu-ln")):
     assert row["mem_activations_bytes"] == predicted, (mode, row["mem_activations_bytes"], predicted)
 print("activation bytes as plan predicts:", ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
 tr = [x for x in r["rows"] if x["impl"] == "ours-gpt_train"]
-if sys.argv[3]:  # the trainer's row: its 2 steps after the warm-up
+if sys.argv[3]:  # the trainer's row: its 2 steps after the warm-up, its GEMMs tuned (--gemm-autotune 3)
     assert len(tr) == 1 and tr[0]["tokens_per_s"] > 0 and tr[0]["steps"] == 2 and tr[0]["mem_peak_bytes"] > 0, tr
+    tuned = [l for l in open(f"{sys.argv[1]}/log.txt") if "GEMM autotune" in l and "3 of 3 algorithms ran" in l]
+    assert tuned, "gpt_train --gemm-autotune 3 tuned no GEMM"
 else:
     assert not tr, tr
+# The autotuned row: every plan timed its 3 algorithms, and the step computes what the untuned one does (the
+# host algorithms agree; a trial that added into an accumulated gradient would change the loss).
+at = [x for x in r["rows"] if x["impl"] == "ours-autotune"]
+assert len(at) == 1 and at[0]["gemm_autotune"] == 8 and at[0]["gemm_tune"], at
+assert all(t["candidates"] == 3 and t["timed"] == 3 and 0 <= t["picked"] < 3 for t in at[0]["gemm_tune"]), at
+assert at[0]["final_loss"] == ours["final_loss"], (at[0]["final_loss"], ours["final_loss"])
+assert "gemm_tune" not in ours, ours
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
 assert all(p["ms"] > 0 for p in phases), phases

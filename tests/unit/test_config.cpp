@@ -74,6 +74,11 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(error_of({}), "missing data: give --data GLOB (llm.c token shards)");
   EXPECT_EQ(error_of({"--data", "x", "--lr", "1e-3", "--min-lr", "2e-3"}),
             "invalid min-lr = 0.002: larger than lr = 0.001");
+  EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--gemm-autotune", "65"}),
+            "invalid gemm-autotune = 65: must be in [0, 64]");
+  EXPECT_EQ(error_of({"--data", "x", "--gemm-autotune", "4"}),
+            "invalid gemm-autotune = 4: needs --device cuda (cuBLASLt's algorithms)");
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--gemm-autotune", "8"}).gemm_autotune, 8);
   // A constant LR never decays to min-lr: the defaults' 6e-5 may exceed a fine-tuning lr.
   EXPECT_EQ(error_of({"--data", "x", "--lr", "3e-5", "--lr-decay", "constant"}), "");
 }

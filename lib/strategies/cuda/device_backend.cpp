@@ -196,6 +196,7 @@ class CudaBackend final : public DeviceBackend {
   }
   Arena* arena() override { return arena_.get(); }
   std::unique_ptr<UnitModel> make_model(const ParamLayout& layout, const GPTOptions& opt) override {
+    mm_->set_autotune(opt.gemm_autotune);
     if (pt_ == DType::kBF16) return std::make_unique<DeviceModel<bf16>>(layout, opt, &alloc_, mm_.get(), stream_);
     return std::make_unique<DeviceModel<float>>(layout, opt, &alloc_, mm_.get(), stream_);
   }

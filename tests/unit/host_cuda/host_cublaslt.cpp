@@ -12,10 +12,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 namespace host_cublaslt {
+
+int default_algorithms() {
+  const char* v = std::getenv("GPT_HOST_CUBLASLT_ALGORITHMS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 1;
+}
 
 Hooks& hooks() {
   static Hooks h;

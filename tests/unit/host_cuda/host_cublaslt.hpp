@@ -22,12 +22,16 @@ namespace host_cublaslt {
 // another formula a library could use, to test the Matmul's check of them.
 enum class GeluFormula { kTanh, kErf, kSigmoid };
 
+int default_algorithms();  // GPT_HOST_CUBLASLT_ALGORITHMS, else 1
+
 struct Hooks {
   GeluFormula gelu = GeluFormula::kTanh;   // GELU_AUX(_BIAS)
   GeluFormula dgelu = GeluFormula::kTanh;  // DGELU
   bool refuse_gelu_heuristic = false;  // the heuristic finds no algorithm for GELU epilogues
   bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
-  int algorithms = 1;        // the heuristic returns up to this many (all compute the same)
+  // The heuristic returns up to this many algorithms (all compute the same):
+  // GPT_HOST_CUBLASLT_ALGORITHMS at start-up, else 1.
+  int algorithms = default_algorithms();
   int refuse_algorithm = -1;  // cublasLtMatmul says NOT_SUPPORTED for the heuristic's result of this index
   long heuristic_calls = 0;
   long matmul_calls = 0;
