@@ -54,7 +54,10 @@ __global__ void bias_grad_partial_kernel(float* partial, const T* dout, int64_t 
   const int64_t col = (int64_t(blockIdx.x) * 32 + threadIdx.x) * W;
   const int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = min(N, r0 + chunk);
   float s[W] = {};
+  // Unrolled so that a thread's loads (8 rows of a 64-row part) are in
+  // flight together; the adds stay in row order (the same bits).
   if (col < OC)
+#pragma unroll 8
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kThreadsY) {
       float v[W];
       load_n<W>(v, dout + r * OC + col);

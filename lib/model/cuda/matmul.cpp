@@ -164,7 +164,7 @@ void Matmul::tune(Plan& p, int64_t m, int64_t n, int64_t k, int epilogue, const 
     bool ok = true;
     for (int rep = 0; rep < kTuneRuns && ok; ++rep) ok = run(candidates[i]) == CUBLAS_STATUS_SUCCESS;
     GPT_CUDA_OK(cudaEventRecord(stop, s));
-    GPT_CUDA_OK(cudaEventSynchronize(stop));
+    wait_stream(s, "GEMM autotune");  // bounded like every host wait of a run (host_wait.hpp)
     if (!ok) continue;
     float ms = 0;
     GPT_CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
@@ -179,11 +179,10 @@ void Matmul::tune(Plan& p, int64_t m, int64_t n, int64_t k, int epilogue, const 
   }
   GPT_CUDA_OK(cudaEventDestroy(start));
   GPT_CUDA_OK(cudaEventDestroy(stop));
-  GPT_CUDA_OK(cudaStreamSynchronize(s));  // the scratch output is freed next
-  tune_results_.push_back(r);
+  tune_results_.push_back(r);  // the stream is idle: the scratch output may be freed
   spdlog::debug("GEMM autotune m={} n={} k={} epilogue {}: {} of {} algorithms ran, picked #{} ({:.4f} ms; the "
-             "heuristic's first {:.4f} ms)",
-             m, n, k, epilogue, r.timed, r.candidates, r.picked, r.best_ms, r.first_ms);
+                "heuristic's first {:.4f} ms)",
+                m, n, k, epilogue, r.timed, r.candidates, r.picked, r.best_ms, r.first_ms);
 }
 
 // Row-major products mapped onto column-major cuBLASLt: a row-major [R, K]
