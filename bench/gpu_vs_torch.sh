@@ -101,6 +101,15 @@ for r in rows:
 for r in rows:  # which SDPA backend PyTorch ran (torch_gpu_train.py profiles one step)
     if r.get("attention_kernels"):
         print(f"# {r['impl']} attention kernels: {', '.join(r['attention_kernels'])}")
+tuned = next((r for r in rows if r.get("gemm_tune")), None)
+if tuned:  # per GEMM shape: the heuristic's first pick against the fastest of the algorithms timed
+    epi = {0: "none", 1: "bias", 2: "GELU aux", 3: "DGELU"}
+    print(f"# GEMM autotune ({tuned['impl']}, up to {tuned['gemm_autotune']} algorithms per shape)")
+    print(f"  {'m':>7} {'n':>6} {'k':>6} {'epilogue':<9} {'timed':>5} {'pick':>4} {'first ms':>9} {'best ms':>8} {'speed-up':>8}")
+    for t in tuned["gemm_tune"]:
+        up = f"{t['first_ms'] / t['best_ms']:.2f}x" if t["best_ms"] > 0 and t["first_ms"] > 0 else "-"
+        print(f"  {t['m']:>7} {t['n']:>6} {t['k']:>6} {epi.get(t['epilogue'], '?'):<9} {t['timed']:>5} {t['picked']:>4} "
+              f"{t['first_ms']:>9.4f} {t['best_ms']:>8.4f} {up:>8}")
 print(f"# our step by phase ({ours['step_ms']:.2f} ms/step)")
 print(f"  {'phase':<10} {'ms':>9} {'share':>7} {'TFLOP/s':>9}")
 for p in ours.get("phases", []):

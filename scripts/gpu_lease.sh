@@ -70,7 +70,7 @@ if [ -n "$full" ]; then
 fi
 if wants bench; then
   step bench "$root/scripts/gpu_verify.sh" bench
-  awk '/^# impl /{table=1} table' "$logs/bench.out" | head -n 80 >> "$final/summary.txt"  # the tables, from the rows on
+  awk '/^# impl /{table=1} table' "$logs/bench.out" | head -n 130 >> "$final/summary.txt"  # the tables, from the rows on
   cp "$logs"/gpu-*.json "$final/" 2>/dev/null
 fi
 if wants profile; then
