@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
-# The attention dK/dV kernel compiled for 2 and for 3 blocks per SM
-# (GPT_DKV_MIN_BLOCKS: its register budget, 255 or 168 at sm_90), each timed
-# by bench_gpu_attention in the same build directory, one after the other on
-# the same GPU; prints each run's table, then one line per variant and a JSON
-# line. The build is left at the default (3) afterwards, even on failure.
+# The tensor-core attention backward's occupancy variants, each timed by
+# bench_gpu_attention in the same build directory, one after the other on
+# the same GPU: the dK/dV kernel at 2 or 3 blocks per SM (GPT_DKV_MIN_BLOCKS:
+# its register budget at sm_90, up to 255 or 168) crossed with the dQ kernel
+# at ptxas's choice (3 blocks) or held to 4 (GPT_DQ_MIN_BLOCKS=4: 128
+# registers, a 20-byte spill). Prints each run's table, then one line per
+# variant and a JSON line. The build is left at the defaults (3 and 0)
+# afterwards, even on failure.
 #   bench/gpu_attention_variants.sh [BUILD_DIR] [bench_gpu_attention flags...]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"; shift $(( $# > 0 ? 1 : 0 ))
 [ -f "$build/CMakeCache.txt" ] || { echo "gpu_attention_variants: $build: not a configured build directory" >&2; exit 2; }
-restore() {  # the default again, whatever happened
-  cmake -S "$root" -B "$build" -DGPT_DKV_MIN_BLOCKS=3 > /dev/null && cmake --build "$build" --target bench_gpu_attention > /dev/null
+configure() {  # DKV_BLOCKS DQ_BLOCKS
+  cmake -S "$root" -B "$build" -DGPT_DKV_MIN_BLOCKS="$1" -DGPT_DQ_MIN_BLOCKS="$2" > /dev/null &&
+    cmake --build "$build" --target bench_gpu_attention > /dev/null
 }
+restore() { configure 3 0; }  # the defaults again, whatever happened
 trap restore EXIT
-declare -A json
-for blocks in 2 3; do
-  cmake -S "$root" -B "$build" -DGPT_DKV_MIN_BLOCKS="$blocks" > /dev/null
-  cmake --build "$build" --target bench_gpu_attention > /dev/null
-  echo "## GPT_DKV_MIN_BLOCKS=$blocks"
-  out="$("$build/bench/bench_gpu_attention" "$@")"
-  grep -v '^{' <<< "$out"
-  json[$blocks]="$(grep '^{' <<< "$out" | tail -n 1)"
+runs=()
+for dkv in 2 3; do
+  for dq in 0 4; do
+    configure "$dkv" "$dq"
+    echo "## GPT_DKV_MIN_BLOCKS=$dkv GPT_DQ_MIN_BLOCKS=$dq"
+    out="$("$build/bench/bench_gpu_attention" "$@")"
+    grep -v '^{' <<< "$out"
+    runs+=("$dkv $dq $(grep '^{' <<< "$out" | tail -n 1)")
+  done
 done
-python3 - "${json[2]}" "${json[3]}" <<'PY'
-import json, sys
-runs = {blocks: json.loads(text) for blocks, text in zip((2, 3), sys.argv[1:])}
-tc = {b: next(r for r in run["results"] if r["kernel"] == "tensor_core_bf16") for b, run in runs.items()}
-print("# dK/dV blocks per SM   tensor-core bwd ms   fwd ms")
-for b, r in tc.items():
-    print(f"  {b:<21} {r['bwd_ms']:>18.3f} {r['fwd_ms']:>8.3f}")
-print(json.dumps({"bench": "attention_dkv_variants", "device": runs[3].get("device"),
-                  "variants": [{"dkv_min_blocks": b, "fwd_ms": r["fwd_ms"], "bwd_ms": r["bwd_ms"]}
-                               for b, r in tc.items()]}))
+RUNS="$(printf '%s\n' "${runs[@]}")" python3 - <<'PY'
+import json, os
+runs = []
+for line in os.environ["RUNS"].splitlines():
+    dkv, dq, text = line.split(" ", 2)
+    run = json.loads(text)
+    tc = next(r for r in run["results"] if r["kernel"] == "tensor_core_bf16")
+    runs.append({"dkv_min_blocks": int(dkv), "dq_min_blocks": int(dq), "fwd_ms": tc["fwd_ms"], "bwd_ms": tc["bwd_ms"],
+                 "device": run.get("device")})
+print("# dK/dV blocks per SM   dQ min blocks (0: ptxas)   tensor-core bwd ms   fwd ms")
+for r in runs:
+    print(f"  {r['dkv_min_blocks']:<21} {r['dq_min_blocks']:<26} {r['bwd_ms']:>18.3f} {r['fwd_ms']:>8.3f}")
+print(json.dumps({"bench": "attention_backward_variants", "device": runs[-1]["device"],
+                  "variants": [{k: v for k, v in r.items() if k != "device"} for r in runs]}))
 PY

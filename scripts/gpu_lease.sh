@@ -10,7 +10,8 @@
 #   bench    bench/gpu_vs_torch.sh (ours against PyTorch eager and compiled);
 #   profile  bench/gpu_kernel_profile.sh (ncu: each kernel's time in a step);
 #   variants bench/gpu_attention_variants.sh (the dK/dV kernel's 2 and 3
-#            blocks per SM, timed one after the other);
+#            blocks per SM crossed with the dQ kernel's 3 and 4, timed one
+#            after the other; four builds of bench_gpu_attention);
 #   stalls   bench/gpu_kernel_stalls.sh (ncu's stall reasons and occupancy
 #            for one launch of each tensor-core attention kernel);
 #   full     the trainer's GPU tests (strategies on ranks sharing the GPU,
@@ -79,7 +80,7 @@ if wants profile; then
 fi
 if wants variants; then
   step variants "$root/bench/gpu_attention_variants.sh" "$root/build-gpu"
-  grep -A3 '^# dK/dV blocks' "$logs/variants.out" >> "$final/summary.txt"
+  grep -A5 '^# dK/dV blocks' "$logs/variants.out" >> "$final/summary.txt"
 fi
 if wants stalls; then
   step stalls "$root/bench/gpu_kernel_stalls.sh" "$root/build-gpu"

@@ -465,12 +465,26 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
 #endif
 }
 
+// Blocks per SM the dQ kernel is compiled for at sm_90: 0 (the default)
+// leaves ptxas its choice, 134 registers, so 3 blocks; 4 holds it to 128,
+// at which it spills 20 bytes. The build sets it (CMake GPT_DQ_MIN_BLOCKS)
+// so that the two can be measured on a GPU (bench/gpu_attention_variants.sh).
+// Before sm_90 shared memory holds 3 of its 54 KiB blocks at most.
+#ifndef GPT_DQ_MIN_BLOCKS
+#define GPT_DQ_MIN_BLOCKS 0
+#endif
+#if GPT_DQ_MIN_BLOCKS > 0 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+#define GPT_DQ_LAUNCH_BOUNDS __launch_bounds__(kThreads, GPT_DQ_MIN_BLOCKS)
+#else
+#define GPT_DQ_LAUNCH_BOUNDS __launch_bounds__(kThreads)
+#endif
+
 // dQ for the 64 queries [q0, q0 + 64) of one (b, h); key tiles from 0 to the
 // diagonal. Per key tile, with this warp's 16 queries as rows:
 //   S = Q K^T, dP = dO V^T, dS = exp(scale S - lse) (dP - delta), dQ += dS K.
 template <int HS>
-__global__ void __launch_bounds__(kThreads) dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                                      const float* delta, int Tn, int C, int NH, float scale) {
+__global__ void GPT_DQ_LAUNCH_BOUNDS dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                                               const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
   bf16 *dos = qs + kTileElems<HS>, *kv = dos + kTileElems<HS>;  // buffer b: K at kv + 2b tiles, V after it
