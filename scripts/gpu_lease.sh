@@ -75,8 +75,10 @@ if wants bench; then
   cp "$logs"/gpu-*.json "$final/" 2>/dev/null
 fi
 if wants profile; then
-  step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
-  grep -v '^{' "$logs/profile.out" | head -n 60 >> "$final/summary.txt"
+  # Compared per kernel family with the last committed profile (update this when a newer one is committed).
+  BASELINE="$root/bench/results/gpu-kernels-nvidia-h200-2026-11-26-3e10432.json" \
+    step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
+  grep -v '^{' "$logs/profile.out" | head -n 80 >> "$final/summary.txt"
 fi
 if wants variants; then
   step variants "$root/bench/gpu_attention_variants.sh" "$root/build-gpu"
