@@ -274,8 +274,7 @@ __device__ __forceinline__ int frag_col(int n, int t, int e) { return 8 * n + 2 
 // every other tile all keys precede all queries. Rows and columns past Tn
 // need none either: their Q/K/V/dO rows are zero-filled, padded query rows
 // get lse = +inf in the backward (held negated, -inf: probability
-// exp2(-inf) = 0; delta 0), and
-// padded keys occur only in the diagonal tile, where for every stored row i
+// exp2(-inf) = 0; delta 0), and padded keys occur only in the diagonal tile, where for every stored row i
 // < Tn they lie past i. So the kernels run one tile function in two
 // compiled forms, kDiagonal true for the diagonal tile only, and the other
 // tiles carry no index arithmetic, compares or block skipping at all.

@@ -29,8 +29,7 @@ DeviceReplicatedState<T>::DeviceReplicatedState(const ParamLayout& layout,
     }
     grads_.emplace_back(n, MemCategory::kGrads, alloc);
     grad_ptrs_.push_back(grads_.back().data());
-    norm_ptrs_.push_back(grads_.back().data());
-    norm_sizes_.push_back(int64_t(n));
+    grad_sizes_.push_back(int64_t(n));
     m_.emplace_back(n, MemCategory::kOptim, alloc);
     v_.emplace_back(n, MemCategory::kOptim, alloc);
   }
@@ -46,7 +45,8 @@ void DeviceReplicatedState<T>::zero_grads() {
 template <typename T>
 double DeviceReplicatedState<T>::grad_norm() {
   norm_.zero(stream_);
-  sum_squares(norm_ptrs_.data(), norm_sizes_.data(), int(norm_ptrs_.size()), norm_.data(), scratch_.data(), stream_);
+  sum_squares<T>(grad_ptrs_.data(), grad_sizes_.data(), int(grad_ptrs_.size()), norm_.data(), scratch_.data(),
+                 stream_);
   double sq = 0;
   GPT_CUDA_OK(cudaMemcpyAsync(&sq, norm_.data(), sizeof sq, cudaMemcpyDeviceToHost, stream_));
   wait_stream(stream_, "gradient norm");

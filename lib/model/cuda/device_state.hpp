@@ -42,8 +42,7 @@ class DeviceReplicatedState {
   std::vector<DeviceBuffer<T>> compute_, grads_;  // compute_ empty for T = float
   std::vector<const T*> param_ptrs_;
   std::vector<T*> grad_ptrs_;
-  std::vector<const T*> norm_ptrs_;  // grad_ptrs_ as the norm's one launch takes them
-  std::vector<int64_t> norm_sizes_;
+  std::vector<int64_t> grad_sizes_;  // with grad_ptrs_, the norm's one launch
   DeviceBuffer<double> norm_, scratch_;
 };
 

@@ -70,43 +70,10 @@ __device__ __forceinline__ float block_max(float v) {
 template <typename T>
 constexpr int kVec = int(16 / sizeof(T));
 
-// W consecutive elements at p widened to fp32 (p 16-byte aligned when
-// W * sizeof(T) == 16).
-template <int W, typename T>
-__device__ __forceinline__ void load_n(float (&v)[W], const T* p) {
-  if constexpr (W * sizeof(T) == 16) {
-#ifdef GPT_EMULATED_CUDA  // the GPU faults on a misaligned 16-byte access; x86 would not
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emulated_cuda::fail("load_n: a 16-byte load from a misaligned address");
-#endif
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int k = 0; k < W; ++k) v[k] = f32(e[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) v[k] = f32(p[k]);
-  }
-}
-// W fp32 values rounded to T and stored at p (alignment as load_n).
-template <int W, typename T>
-__device__ __forceinline__ void store_n(T* p, const float (&v)[W]) {
-  if constexpr (W * sizeof(T) == 16) {
-#ifdef GPT_EMULATED_CUDA
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emulated_cuda::fail("store_n: a 16-byte store to a misaligned address");
-#endif
-    uint4 raw;
-    T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-    for (int k = 0; k < W; ++k) e[k] = store<T>(v[k]);
-    *reinterpret_cast<uint4*>(p) = raw;
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) p[k] = store<T>(v[k]);
-  }
-}
-
 // W elements of T, loaded or stored as one access of W * sizeof(T) bytes
-// (16 when W is kVec<T>; the pointer aligned to that).
+// (16 when W is kVec<T>; the pointer aligned to that). Under the emulator a
+// misaligned address fails the launch, as the GPU would fault where x86
+// would not.
 template <typename T, int W>
 struct alignas(W * sizeof(T)) Pack {
   T e[W];
@@ -124,6 +91,33 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) {
   if (reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) != 0) emulated_cuda::fail("store_pack: a misaligned address");
 #endif
   *reinterpret_cast<Pack<T, W>*>(p) = v;
+}
+
+// W consecutive elements at p widened to fp32 (p 16-byte aligned when
+// W * sizeof(T) == 16).
+template <int W, typename T>
+__device__ __forceinline__ void load_n(float (&v)[W], const T* p) {
+  if constexpr (W * sizeof(T) == 16) {
+    const Pack<T, W> raw = load_pack<W>(p);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = f32(raw.e[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) v[k] = f32(p[k]);
+  }
+}
+// W fp32 values rounded to T and stored at p (alignment as load_n).
+template <int W, typename T>
+__device__ __forceinline__ void store_n(T* p, const float (&v)[W]) {
+  if constexpr (W * sizeof(T) == 16) {
+    Pack<T, W> raw;
+#pragma unroll
+    for (int k = 0; k < W; ++k) raw.e[k] = store<T>(v[k]);
+    store_pack<W>(p, raw);
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) p[k] = store<T>(v[k]);
+  }
 }
 
 // kVec<T> when rows of `row_elems` elements starting at each of ptrs are

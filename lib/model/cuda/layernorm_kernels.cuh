@@ -123,8 +123,8 @@ __global__ void layernorm_backward_kernel(T* dinp, float* scratch, const T* dout
 // The forward of rows whose C / W chunks fit kRowChunks per lane: the same
 // arithmetic in the same order as layernorm_forward_kernel (so the same
 // bits: the products that meet an addition are explicit fmaf in both, so no
-// compiler's contraction choices can differ between them), with the row read from memory once, into registers, instead of
-// once per pass (three times; the later reads mostly hit L1 but still cost
+// compiler's contraction choices can differ between them), with the row
+// read from memory once, into registers, instead of once per pass (three times; the later reads mostly hit L1 but still cost
 // issue slots and L1 bandwidth: 18 us a call against 12 us of bytes for
 // gpt2-124m's 16384 x 768 on the H200).
 template <typename T, int W>
@@ -144,7 +144,7 @@ __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, 
   };
   float sum = 0.f;
   each_chunk([&](int q, int64_t c) {
-    xv[q] = *reinterpret_cast<const P*>(inp + row * C + c * W);
+    xv[q] = load_pack<W>(inp + row * C + c * W);
 #pragma unroll
     for (int k = 0; k < W; ++k) sum += f32(xv[q].e[k]);
   });
@@ -198,9 +198,9 @@ __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
     for (int q = 0; q < kRowChunks; ++q) {
       const int64_t c = lane + 32 * q;
       if (c < chunks) {
-        g[q] = *reinterpret_cast<const P*>(dout + row * C + c * W);
-        xv[q] = *reinterpret_cast<const P*>(inp + row * C + c * W);
-        d[q] = *reinterpret_cast<const P*>(dinp + row * C + c * W);
+        g[q] = load_pack<W>(dout + row * C + c * W);
+        xv[q] = load_pack<W>(inp + row * C + c * W);
+        d[q] = load_pack<W>(dinp + row * C + c * W);
       }
     }
     // body(q, c, wv) for each of this lane's chunks in the row, with w's chunk.
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
         gw[q][k] += gk * norm;
         gb[q][k] += gk;
       }
-      *reinterpret_cast<P*>(dinp + row * C + c * W) = d[q];
+      store_pack<W>(dinp + row * C + c * W, d[q]);
     });
   }
   float* part = scratch + int64_t(warp) * 2 * C;

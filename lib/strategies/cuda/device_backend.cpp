@@ -62,13 +62,10 @@ class DeviceArena final : public Arena {
     norm_bf16_.clear();
   }
   void add_squares(const void* x, DType t, int64_t n) override {
-    if (t == DType::kF32) {
-      norm_f32_.x.push_back(static_cast<const float*>(x));
-      norm_f32_.n.push_back(n);
-    } else {
-      norm_bf16_.x.push_back(static_cast<const bf16*>(x));
-      norm_bf16_.n.push_back(n);
-    }
+    if (t == DType::kF32)
+      norm_f32_.add(static_cast<const float*>(x), n);
+    else
+      norm_bf16_.add(static_cast<const bf16*>(x), n);
   }
   double end_norm() override {
     flush_norm();
@@ -126,6 +123,10 @@ class DeviceArena final : public Arena {
   struct NormList {
     std::vector<const T*> x;
     std::vector<int64_t> n;
+    void add(const T* p, int64_t size) {
+      x.push_back(p);
+      n.push_back(size);
+    }
     void clear() {
       x.clear();
       n.clear();
