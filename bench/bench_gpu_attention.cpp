@@ -7,6 +7,10 @@
 // products (QK^T, PV) = 2*B*T^2*C, backward = 2.5 x forward (five products;
 // the recomputation inside the backward kernels is not counted as useful).
 //
+// Tensor cores twice: dQ from the score gradients the dK/dV kernel stored
+// (the trainer's default budget, model/attention_ds.hpp; the row's ds_mib
+// says how much it took) and dQ recomputed (no room for them).
+//
 //   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
 #include <cstdio>
 #include <random>
@@ -36,15 +40,15 @@ struct Timing {
 };
 
 template <typename T>
-Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, const float* host_qkv, const float* host_dy,
-                   cuda::DeviceAllocator* alloc, cudaStream_t stream) {
+Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budget, const float* host_qkv,
+                   const float* host_dy, cuda::DeviceAllocator* alloc, cudaStream_t stream) {
   const cuda::AttentionShape s{a.batch, a.seq, a.embd, a.heads};
   const int64_t n_qkv = s.B * s.T * 3 * s.C, n_out = s.B * s.T * s.C;
   cuda::DeviceBuffer<float> staging(n_qkv, MemCategory::kActivations, alloc);
   cuda::DeviceBuffer<T> qkv(n_qkv, MemCategory::kActivations, alloc), dqkv(n_qkv, MemCategory::kActivations, alloc);
   cuda::DeviceBuffer<T> out(n_out, MemCategory::kActivations, alloc), dy(n_out, MemCategory::kActivations, alloc);
   cuda::DeviceBuffer<float> lse(s.B * s.NH * s.T, MemCategory::kActivations, alloc);
-  cuda::DeviceBuffer<float> scratch(cuda::attention_backward_scratch(s), MemCategory::kActivations, alloc);
+  cuda::DeviceBuffer<float> scratch(cuda::attention_backward_scratch(s, ds_budget), MemCategory::kActivations, alloc);
   GPT_CUDA_OK(cudaMemcpy(staging.data(), host_qkv, n_qkv * sizeof(float), cudaMemcpyHostToDevice));
   cuda::convert(qkv.data(), staging.data(), n_qkv, stream);
   GPT_CUDA_OK(cudaMemcpy(staging.data(), host_dy, n_out * sizeof(float), cudaMemcpyHostToDevice));
@@ -59,8 +63,8 @@ Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, const float* hos
     GPT_CUDA_OK(cudaEventRecord(e0, stream));
     cuda::attention_forward(out.data(), lse.data(), qkv.data(), s, stream, kernel);
     GPT_CUDA_OK(cudaEventRecord(e1, stream));
-    cuda::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), s, stream,
-                             kernel);
+    cuda::attention_backward(dqkv.data(), scratch.data(), int64_t(scratch.size()), dy.data(), qkv.data(), out.data(),
+                             lse.data(), s, stream, kernel);
     GPT_CUDA_OK(cudaEventRecord(e2, stream));
     GPT_CUDA_OK(cudaEventSynchronize(e2));
     if (it < 3) continue;
@@ -100,20 +104,25 @@ nlohmann::json run(Args& a) {
     const char* name;
     bool bf16;
     cuda::AttentionKernel kernel;
+    int64_t ds_budget;
   };
-  const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore},
-                        {"simt_bf16", true, cuda::AttentionKernel::kSimt},
-                        {"simt_fp32", false, cuda::AttentionKernel::kSimt}};
+  const int64_t stored = kAttentionDsDefaultBytes;
+  const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
+                        {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},
+                        {"simt_bf16", true, cuda::AttentionKernel::kSimt, 0},
+                        {"simt_fp32", false, cuda::AttentionKernel::kSimt, 0}};
   std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,
               dev.c_str());
-  std::printf("# %-18s %10s %10s %10s %10s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
+  std::printf("# %-26s %10s %10s %10s %10s %8s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "dS MiB");
   for (const Case& c : cases) {
-    const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream)
-                            : time_kernel<float>(a, c.kernel, qkv.data(), dy.data(), &alloc, stream);
+    const int64_t b = c.ds_budget;
+    const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, b, qkv.data(), dy.data(), &alloc, stream)
+                            : time_kernel<float>(a, c.kernel, b, qkv.data(), dy.data(), &alloc, stream);
     const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
-    std::printf("  %-18s %10.3f %10.3f %10.1f %10.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf);
+    const double ds_mib = c.bf16 ? double(attention_ds_bytes(a.batch, a.seq, a.heads, b)) / (1 << 20) : 0.0;
+    std::printf("  %-26s %10.3f %10.3f %10.1f %10.1f %8.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf, ds_mib);
     rows.push_back({{"kernel", c.name}, {"fwd_ms", t.fwd_ms}, {"bwd_ms", t.bwd_ms}, {"fwd_tflops", ftf},
-                    {"bwd_tflops", btf}});
+                    {"bwd_tflops", btf}, {"ds_mib", ds_mib}});
   }
   return {{"bench", "attention"}, {"device", dev},      {"model", a.model}, {"batch", a.batch}, {"seq", a.seq},
           {"embd", a.embd},       {"heads", a.heads},   {"iters", a.iters}, {"results", rows}};

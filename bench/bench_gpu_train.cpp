@@ -11,10 +11,13 @@
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
 //                   [--recompute none|gelu|gelu-ln] [--gemm-autotune N]
+//                   [--attention-ds-mib MIB]
 // With --gemm-autotune N (N > 1) the first step times up to N of
 // cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
 // set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
-// the heuristic's first pick's time and the fastest's (gemm_tune).
+// the heuristic's first pick's time and the fastest's (gemm_tune). With
+// --attention-ds-mib 0 the attention backward recomputes dQ's scores
+// (model/attention_ds.hpp); the row gets "-recompute-dq".
 #include <array>
 #include <cstdio>
 #include <random>
@@ -51,6 +54,7 @@ struct Args : bench::Shape {
   bool checkpointing = false;
   std::string recompute = "none";
   int gemm_autotune = 0;
+  int attention_ds_mib = int(kAttentionDsDefaultBytes >> 20);
 };
 
 template <typename T>
@@ -69,6 +73,7 @@ nlohmann::json run(const Args& a) {
   opt.max_seq = a.seq;
   opt.activation_checkpointing = a.checkpointing;
   opt.recompute = parse_recompute(a.recompute);
+  opt.attention_ds_budget = int64_t(a.attention_ds_mib) << 20;
   cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
 
   std::mt19937 rng(7);
@@ -139,7 +144,9 @@ nlohmann::json run(const Args& a) {
   const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
   std::string impl = a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute;
   if (a.gemm_autotune > 1) impl += "-autotune";
-  nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+  if (a.attention_ds_mib == 0) impl += "-recompute-dq";
+  nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune},
+                      {"attention_ds_mib", a.attention_ds_mib}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
                       {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
@@ -209,6 +216,10 @@ int main(int argc, char** argv) {
                  "time up to N cuBLASLt algorithms per GEMM shape in the first step and keep the fastest (0: the "
                  "heuristic's first pick)")
       ->capture_default_str()->check(CLI::Range(0, 64));
+  app.add_option("--attention-ds-mib", a.attention_ds_mib,
+                 "MiB for the attention backward's stored score gradients (dQ in one product; 0: recomputed), as "
+                 "gpt_train's flag")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -36,6 +36,9 @@ rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" 
 # the heuristic's picks above: whether autotuning should become the default.
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
   --gemm-autotune "${GEMM_AUTOTUNE:-8}")") || echo "warning: the autotuned row failed; left out" >&2
+# The attention backward recomputing dQ's scores instead of reading the score gradients its dK/dV kernel
+# stored (--attention-ds-mib 0, the way before 2026-11-26): whether storing them pays.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup"   --attention-ds-mib 0)") || echo "warning: the recompute-dQ row failed; left out" >&2
 for mode in eager compile; do
   if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" "${shape[@]}" --steps "$steps" --warmup "$warmup" 2>/dev/null | grep '^{')"; then
     rows+=("$r")

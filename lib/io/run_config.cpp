@@ -14,6 +14,7 @@
 
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "model/attention_ds.hpp"
 
 namespace gpt {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 struct Pending {
   std::optional<int> n_layer, n_head, n_embd, n_ctx, vocab_size;
   std::optional<Precision> precision;
+  std::optional<int> attention_ds_mib;
   bool lr_decay_ratio = false;  // given explicitly (it excludes lr-decay-steps)
 };
 
@@ -106,6 +108,11 @@ std::vector<Key> keys() {
        "cuda: in the first step, time up to N of cuBLASLt's algorithms for each matrix-product shape and keep the "
        "fastest (0: the heuristic's first pick; results may then differ between runs in the last bits)",
        false, [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
+      {"attention-ds-mib",
+       "cuda, bf16: MiB the attention backward may keep its score gradients dS in, so that dQ = dS K is one matrix "
+       "product instead of recomputing the scores and dP (three); 0: recompute (default 256; bounds it, the "
+       "(batch, head) pairs are covered in chunks that fit)",
+       false, [](C&, P& p, S v) { p.attention_ds_mib = parse_int("attention-ds-mib", v, 0, 1 << 20); }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
       {"comm",
@@ -354,6 +361,10 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   if (!cuda && cfg.gemm_autotune != 0)
     throw ConfigError(fmt::format("invalid gemm-autotune = {}: needs --device cuda (cuBLASLt's algorithms)",
                                   cfg.gemm_autotune));
+  if (!cuda && pending.attention_ds_mib)
+    throw ConfigError(fmt::format("invalid attention-ds-mib = {}: needs --device cuda (the tensor-core attention)",
+                                  *pending.attention_ds_mib));
+  cfg.attention_ds_mib = pending.attention_ds_mib.value_or(cuda ? int(kAttentionDsDefaultBytes >> 20) : 0);
 
   if (cfg.seq_len == 0) cfg.seq_len = cfg.gpt.seq_len;
   if (cfg.seq_len > cfg.gpt.seq_len)
@@ -401,6 +412,7 @@ nlohmann::json RunConfig::to_json() const {
       {"precision", precision == Precision::kBf16 ? "bf16" : "fp32"},
       {"reduce_dtype", reduce_dtype},
       {"gemm_autotune", gemm_autotune},
+      {"attention_ds_mib", attention_ds_mib},
       {"comm", comm},
       {"comm_timeout", comm_timeout_s},
       {"mesh", mesh},

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/memory.hpp"
+#include "model/attention_ds.hpp"
 #include "model/layout.hpp"
 #include "model/recompute.hpp"
 
@@ -32,6 +33,9 @@ struct GPTOptions {
   int64_t classifier_chunk_rows = 0;      // 0: automatic (~32 MiB of logits)
   Recompute recompute = Recompute::kNone;  // see model/recompute.hpp; ignored with activation_checkpointing
   int gemm_autotune = 0;                   // cuda: cuda::Matmul::set_autotune; the CPU model ignores it
+  // cuda, bf16: bytes for the attention backward's stored score gradients
+  // (model/attention_ds.hpp; 0: dQ recomputed); the CPU model ignores it.
+  int64_t attention_ds_budget = kAttentionDsDefaultBytes;
 };
 
 // set_decode's contract, checked alike by GPT and cuda::DeviceGPT: a

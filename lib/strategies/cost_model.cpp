@@ -108,14 +108,21 @@ int64_t activation_bytes(const Workload& w) {
   // Always present: L+1 residual streams, ln_f output and statistics, the
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
   // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
-  // and on the CPU attention's scratch (model/cpu/attention.hpp).
+  // and attention's scratch: on the CPU per thread (model/cpu/attention.hpp),
+  // on a GPU the backward's delta rows (fp32, N x H) and, in bf16, its
+  // stored score gradients (model/attention_ds.hpp).
   // The logits chunk: ~32 MiB on the CPU, 256 MiB on a GPU (model/cuda/gpt_cuda.cpp).
   const int64_t chunk =
       std::min(N, w.format.gpu ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
                                : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
-  return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes;
+  const int64_t gpu_attention =
+      !w.format.gpu ? 0
+                    : 4 * ((N * H + 3) / 4 * 4) +
+                          (w.format.act_bytes == 2 ? attention_ds_bytes(B, T, H, w.attention_ds_budget) : 0);
+  return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes +
+         gpu_attention;
 }
 
 MemoryCost memory_cost(const Workload& w, const Placement& p) {

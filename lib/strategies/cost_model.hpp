@@ -17,6 +17,7 @@
 
 #include "comm/mesh.hpp"
 #include "model/config.hpp"
+#include "model/attention_ds.hpp"
 #include "model/recompute.hpp"
 #include "strategies/strategy.hpp"
 
@@ -49,6 +50,9 @@ struct Workload {
   // first sample on (model/gpt.hpp decode_cache_elems).
   bool samples = false;
   NumericFormat format = NumericFormat::fp32();
+  // GPU, bf16: the attention backward's budget for stored score gradients
+  // (GPTOptions::attention_ds_budget).
+  int64_t attention_ds_budget = kAttentionDsDefaultBytes;
 };
 
 struct Placement {

@@ -258,7 +258,9 @@ struct Trainer::Impl {
   }
 
   GPTOptions model_options() const {
-    return {cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
+    GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
+    o.attention_ds_budget = int64_t(cfg.attention_ds_mib) << 20;
+    return o;
   }
 
   // GPU communicators order their collectives against the compute stream.

@@ -76,6 +76,12 @@ at = [x for x in r["rows"] if x["impl"] == "ours-autotune"]
 assert len(at) == 1 and at[0]["gemm_autotune"] == 8 and at[0]["gemm_tune"], at
 assert all(t["candidates"] == 3 and t["timed"] == 3 and 0 <= t["picked"] < 3 for t in at[0]["gemm_tune"]), at
 assert at[0]["final_loss"] == ours["final_loss"], (at[0]["final_loss"], ours["final_loss"])
+# The row recomputing dQ: the stored score gradients (2 x 4 (b, h) pairs of one 64 x 64 bf16 tile) gone from its
+# activations, and the same training up to rounding (dS rounded to bf16 from S^T = K Q^T or from S = Q K^T).
+rq = [x for x in r["rows"] if x["impl"] == "ours-recompute-dq"]
+assert len(rq) == 1 and rq[0]["attention_ds_mib"] == 0 and ours["attention_ds_mib"] == 256, rq
+assert ours["mem_activations_bytes"] - rq[0]["mem_activations_bytes"] == 2 * 4 * 64 * 64 * 2, (ours, rq)
+assert abs(rq[0]["final_loss"] - ours["final_loss"]) < 1e-2 * ours["final_loss"], (rq[0]["final_loss"], ours["final_loss"])
 assert "gemm_tune" not in ours, ours
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases
@@ -119,8 +125,9 @@ check = r["gemm"]["gelu_epilogue"]  # the emulated cuBLASLt computes GPT-2's GEL
 assert check["result"] == "matches" and check["closest"] == "tanh" and check["pre_activation_exact"], check
 assert check["forward_error"] < 1e-2 and check["backward_error"] < 1e-2, check
 att = r["attention"]["results"]
-assert [a["kernel"] for a in att] == ["tensor_core_bf16", "simt_bf16", "simt_fp32"], att
+assert [a["kernel"] for a in att] == ["tensor_core_bf16", "tensor_core_bf16_recompute", "simt_bf16", "simt_fp32"], att
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att
+assert att[0]["ds_mib"] > 0 and all(a["ds_mib"] == 0 for a in att[1:]), att  # dQ from stored dS, then recomputed
 smp = r["sampling"]  # prompt 32 + 32 greedy tokens of tiny at T=64, cached and by whole passes
 assert smp["prompt_tokens"] == 32 and smp["new_tokens"] == 32 and smp["whole_s"] > 0 and smp["cached_s"] > 0, smp
 assert smp["same_tokens"] >= 1 and smp["cache_bytes"] == 4 * 64 * 2 * 128 * 2, smp

@@ -13,6 +13,9 @@
 #include "model/cuda/device_state.hpp"
 #include "model/cuda/gpt_cuda.hpp"
 #include "model/gpt.hpp"
+#ifdef GPT_TEST_COST_MODEL  // builds with MPI (strategies/strategy.hpp includes it)
+#include "strategies/cost_model.hpp"
+#endif
 #include "strategies/model_state.hpp"
 
 namespace gpt::cuda::test {
@@ -192,6 +195,41 @@ void check_recompute(double tol) {
   EXPECT_EQ(act[0] - act[1], (L - 1) * 4 * NC * e);
   EXPECT_EQ(act[1] - act[2], (2 * L - 1) * NC * e);
 }
+
+#ifdef GPT_TEST_COST_MODEL
+// The device model's activation memory, measured by its tracker, is the
+// planner's formula (strategies/cost_model.cpp activation_bytes), in fp32
+// and in bf16, whose attention scratch adds the stored score gradients
+// (model/attention_ds.hpp): all B x NH pairs here, or none with no budget.
+TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
+  GPT_REQUIRE_GPU();
+  Rig s;
+  auto measured = [&](auto type, int64_t budget) {
+    using T = decltype(type);
+    GPTOptions opt{kB, kT};
+    opt.attention_ds_budget = budget;
+    const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<T> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
+    return s.dev_tracker.bytes(MemCategory::kActivations) - before;
+  };
+  auto formula = [&](bool bf16_format, int64_t budget) {
+    Workload w;
+    w.model = s.cfg;
+    w.seq_len = kT;
+    w.micro_batch = kB;
+    w.format = bf16_format ? NumericFormat::bf16() : NumericFormat::fp32();
+    w.format.gpu = true;
+    w.attention_ds_budget = budget;
+    return activation_bytes(w);
+  };
+  const int64_t ds = attention_ds_bytes_per_pair(kT) * kB * s.cfg.n_head;
+  EXPECT_EQ(measured(float{}, kAttentionDsDefaultBytes), formula(false, kAttentionDsDefaultBytes));
+  EXPECT_EQ(measured(bf16{}, kAttentionDsDefaultBytes), formula(true, kAttentionDsDefaultBytes));
+  EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
+  EXPECT_EQ(formula(true, kAttentionDsDefaultBytes) - formula(true, 0), ds);
+  EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
+}
+#endif
 
 TEST(CudaModel, RecomputeFp32) {
   GPT_REQUIRE_GPU();

@@ -216,8 +216,17 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
 // streams several K/V (forward, dQ) and Q/dO (dK/dV) tiles.
 TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
-  std::vector<AttentionKernel> kernels = {AttentionKernel::kSimt};
-  if constexpr (std::is_same_v<T, bf16>) kernels.push_back(AttentionKernel::kTensorCore);
+  // Tensor cores: dQ recomputed (no room for stored score gradients), from
+  // stored ones for all (b, h) pairs in one launch, and 3 pairs per launch
+  // (chunks of 3 and the rest: the (b, h) offsets).
+  struct Variant {
+    AttentionKernel kernel;
+    int64_t ds_pairs;
+  };
+  std::vector<Variant> variants = {{AttentionKernel::kSimt, 0}};
+  if constexpr (std::is_same_v<T, bf16>)
+    variants.insert(variants.end(), {{AttentionKernel::kTensorCore, 0}, {AttentionKernel::kTensorCore, -1},
+                                     {AttentionKernel::kTensorCore, 3}});
   for (int64_t Tn : {75, 200}) {
     for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
       const int64_t B = 2, C = 128;
@@ -229,16 +238,24 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
       cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), lse_ref.data(), scratch.data(), kThreads,
                               {B, Tn, C, NH});
       Dev<T> gqkv(qkv), gdy(dy);
-      for (AttentionKernel kernel : kernels) {
+      for (const auto [kernel, ds_pairs] : variants) {
         SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH
-                                          << (kernel == AttentionKernel::kTensorCore ? " tensor cores" : " simt"));
+                                          << (kernel == AttentionKernel::kTensorCore ? " tensor cores" : " simt")
+                                          << " stored dS pairs " << ds_pairs);
+        const AttentionShape shape{B, Tn, C, NH};
+        const int64_t pairs = ds_pairs < 0 ? B * NH : ds_pairs;
+        const int64_t scratch_floats =
+            attention_backward_scratch(shape) + pairs * attention_ds_bytes_per_pair(Tn) / int64_t(sizeof(float));
+        if (ds_pairs < 0) {
+          EXPECT_EQ(scratch_floats, attention_backward_scratch(shape, int64_t(1) << 30));
+        }
         Dev<T> gout(B * Tn * C), gdqkv(B * Tn * 3 * C), again(B * Tn * 3 * C);
-        Dev<float> lse(B * NH * Tn), sc(size_t(attention_backward_scratch({B, Tn, C, NH})));
-        attention_forward(gout.data(), lse.data(), gqkv.data(), {B, Tn, C, NH}, nullptr, kernel);
-        attention_backward(gdqkv.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(),
-                           {B, Tn, C, NH}, nullptr, kernel);
-        attention_backward(again.data(), sc.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(),
-                           {B, Tn, C, NH}, nullptr, kernel);
+        Dev<float> lse(B * NH * Tn), sc(static_cast<size_t>(scratch_floats));
+        attention_forward(gout.data(), lse.data(), gqkv.data(), shape, nullptr, kernel);
+        attention_backward(gdqkv.data(), sc.data(), scratch_floats, gdy.data(), gqkv.data(), gout.data(), lse.data(),
+                           shape, nullptr, kernel);
+        attention_backward(again.data(), sc.data(), scratch_floats, gdy.data(), gqkv.data(), gout.data(), lse.data(),
+                           shape, nullptr, kernel);
         expect_close<T>(gout.download(), out, "attention out");
         expect_close<T>(gdqkv.download(), dqkv, "attention dqkv");
         EXPECT_EQ(gdqkv.download(), again.download()) << "attention backward is not deterministic";
@@ -250,6 +267,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
         gout.check_guards();
         gdqkv.check_guards();
         lse.check_guards();
+        sc.check_guards();
       }
     }
   }

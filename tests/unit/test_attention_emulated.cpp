@@ -1,8 +1,8 @@
 // The causal attention kernels, compiled as host C++ and run thread by
 // thread by emulated_cuda.hpp, against the CPU attention: forward output and
-// log-sum-exp, the delta row term, then dQ/dK/dV. Three kernel families:
-// tensor cores (attention_tc_kernels.cuh, bf16) and CUDA cores
-// (attention_simt_kernels.cuh, fp32 and bf16). This runs without a GPU (in
+// log-sum-exp, the delta row term, then dQ/dK/dV. Four kernel families:
+// tensor cores (attention_tc_kernels.cuh, bf16; dQ recomputed or from the
+// stored dS) and CUDA cores (attention_simt_kernels.cuh, fp32 and bf16). This runs without a GPU (in
 // CI), so the kernels' indexing, causal masking, partial tiles, tile
 // streaming, shared-memory layout (out-of-bounds writes and reads of
 // unwritten shared memory are caught), barriers, the register fragments of
@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <random>
@@ -33,14 +34,21 @@ using test::Guarded;
 using test::diagonal_from_lse;
 using test::rel_error;
 
-enum class Family { kTensorCoreBf16, kSimtFp32, kSimtBf16 };
+// kTensorCoreDsBf16: the tensor-core kernels with dQ from the score
+// gradients the dK/dV kernel stored (dq_from_ds_kernel), the (b, h) pairs
+// in two launches of each kernel (bh0) when there are several.
+enum class Family { kTensorCoreBf16, kTensorCoreDsBf16, kSimtFp32, kSimtBf16 };
+bool tensor_cores(Family f) { return f == Family::kTensorCoreBf16 || f == Family::kTensorCoreDsBf16; }
 
 struct Case {
   Family family;
   int B, T, C, NH;
 };
 const char* name(Family f) {
-  return f == Family::kTensorCoreBf16 ? "tc_bf16" : f == Family::kSimtFp32 ? "simt_fp32" : "simt_bf16";
+  return f == Family::kTensorCoreBf16     ? "tc_bf16"
+         : f == Family::kTensorCoreDsBf16 ? "tc_ds_bf16"
+         : f == Family::kSimtFp32         ? "simt_fp32"
+                                          : "simt_bf16";
 }
 void PrintTo(const Case& k, std::ostream* os) {
   *os << name(k.family) << " B=" << k.B << " T=" << k.T << " C=" << k.C << " NH=" << k.NH;
@@ -59,7 +67,7 @@ template <typename T, int HS>
 void forward(Family f, T* out, float* lse, const T* qkv, const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
   if constexpr (std::is_same_v<T, bf16>) {
-    if (f == Family::kTensorCoreBf16) {
+    if (tensor_cores(f)) {
       emulated_cuda::launch(tc::tile_grid(k.B, k.T, k.NH), tc::kThreads, size_t(tc::forward_smem<HS>()),
                             [&] { tc::forward_kernel<HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
       return;
@@ -73,6 +81,21 @@ template <typename T, int HS>
 void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, const float* delta, const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
   if constexpr (std::is_same_v<T, bf16>) {
+    if (f == Family::kTensorCoreDsBf16) {
+      const int pairs = k.B * k.NH, chunk = (pairs + 1) / 2;
+      Guarded<bf16> ds(size_t(chunk * tc::ds_tiles_per_pair(k.T) * tc::kDsTileElems));
+      for (int bh0 = 0; bh0 < pairs; bh0 += chunk) {
+        const dim3 grid = tc::tile_grid_pairs(k.T, std::min(chunk, pairs - bh0));
+        emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
+          tc::dkv_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale, ds.data(), bh0);
+        });
+        emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_from_ds_smem<HS>()), [&] {
+          tc::dq_from_ds_kernel<HS>(dqkv, ds.data(), qkv, k.T, k.C, k.NH, scale, bh0);
+        });
+      }
+      EXPECT_TRUE(ds.guards_intact()) << "dS written outside its chunk";
+      return;
+    }
     if (f == Family::kTensorCoreBf16) {
       const dim3 grid = tc::tile_grid(k.B, k.T, k.NH);
       emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
@@ -120,7 +143,7 @@ void check(const Case& k) {
   // the order the tile loads give rows to lanes (tile_chunk) makes every
   // cp.async store conflict-free: one wavefront per quarter warp.
   auto expect_no_bank_conflicts = [&](const char* pass) {
-    if (k.family != Family::kTensorCoreBf16) return;
+    if (!tensor_cores(k.family)) return;
     const auto st = emulated_cuda::g_ldmatrix_stats;
     EXPECT_GT(st.matrices, 0u) << pass;
     EXPECT_EQ(st.extra_wavefronts, 0u) << pass << ": bank conflicts in " << st.matrices << " ldmatrix matrices";
@@ -199,7 +222,7 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 // partial); 64: exactly one tensor-core tile; head sizes 64 and 32.
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (Family f : {Family::kTensorCoreBf16, Family::kSimtFp32, Family::kSimtBf16})
+  for (Family f : {Family::kTensorCoreBf16, Family::kTensorCoreDsBf16, Family::kSimtFp32, Family::kSimtBf16})
     for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
       all.push_back(shape);
   return all;

@@ -79,6 +79,13 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(error_of({"--data", "x", "--gemm-autotune", "4"}),
             "invalid gemm-autotune = 4: needs --device cuda (cuBLASLt's algorithms)");
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--gemm-autotune", "8"}).gemm_autotune, 8);
+  EXPECT_EQ(error_of({"--data", "x", "--attention-ds-mib", "64"}),
+            "invalid attention-ds-mib = 64: needs --device cuda (the tensor-core attention)");
+  EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--attention-ds-mib", "-1"}),
+            "invalid attention-ds-mib = -1: must be in [0, 1048576]");
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention_ds_mib, 256);  // the default on cuda
+  EXPECT_EQ(parse({"--data", "x"}).attention_ds_mib, 0);                         // nothing on the CPU
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention-ds-mib", "0"}).attention_ds_mib, 0);
   // A constant LR never decays to min-lr: the defaults' 6e-5 may exceed a fine-tuning lr.
   EXPECT_EQ(error_of({"--data", "x", "--lr", "3e-5", "--lr-decay", "constant"}), "");
 }

@@ -74,9 +74,12 @@ void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s
 }
 
 template <typename T>
-void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel) {
+void attention_backward(T* dqkv, float* scratch, int64_t scratch_floats, const T* dout, const T* qkv, const T* out,
+                        const float* lse, const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel) {
   require_head_size(s);
+  if (scratch_floats < attention_backward_scratch(s))
+    throw_error("attention_backward: scratch of " + std::to_string(scratch_floats) + " floats, " +
+                std::to_string(attention_backward_scratch(s)) + " needed");
   const bool hs32 = s.C / s.NH == 32;
   float* delta = scratch;
   if (hs32)
@@ -84,7 +87,12 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
   else
     delta_hs<T, 64>(delta, dout, out, s, stream);
   if (use_tensor_cores<T>(kernel, s, {dqkv, dout, qkv})) {
-    if constexpr (std::is_same_v<T, bf16>) detail::attention_backward_tc(dqkv, delta, dout, qkv, lse, s, stream);
+    if constexpr (std::is_same_v<T, bf16>) {
+      const int64_t delta_floats = attention_delta_floats(s);
+      const int64_t pairs = attention_ds_pairs_fit(s.B, s.T, s.NH, (scratch_floats - delta_floats) * 4);
+      detail::attention_backward_tc(dqkv, delta, dout, qkv, lse, s, stream,
+                                    reinterpret_cast<bf16*>(scratch + delta_floats), pairs);
+    }
     return;
   }
   if (hs32) return backward_hs<T, 32>(dqkv, delta, dout, qkv, lse, s, stream);
@@ -109,9 +117,9 @@ template void attention_forward<float>(float*, float*, const float*, const Atten
                                        AttentionKernel);
 template void attention_forward<bf16>(bf16*, float*, const bf16*, const AttentionShape&, cudaStream_t,
                                       AttentionKernel);
-template void attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*,
-                                        const AttentionShape&, cudaStream_t, AttentionKernel);
-template void attention_backward<bf16>(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*,
+template void attention_backward<float>(float*, float*, int64_t, const float*, const float*, const float*,
+                                        const float*, const AttentionShape&, cudaStream_t, AttentionKernel);
+template void attention_backward<bf16>(bf16*, float*, int64_t, const bf16*, const bf16*, const bf16*, const float*,
                                        const AttentionShape&, cudaStream_t, AttentionKernel);
 
 template void attention_decode<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, cudaStream_t);

@@ -16,13 +16,16 @@
 //    dv), online softmax in registers, 32-row tiles; the fp32 path, and the
 //    reference the tensor-core kernels are tested and benchmarked against.
 // kAuto takes the tensor cores whenever they apply (bf16, C a multiple of 8,
-// 16-byte aligned pointers, compute capability >= 8.0).
+// 16-byte aligned pointers, compute capability >= 8.0). Their backward
+// recomputes the probabilities for dK/dV and, unless the caller's scratch
+// holds the stored score gradients (model/attention_ds.hpp), again for dQ.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "model/attention_ds.hpp"
 #include "model/cuda/types.hpp"
 
 namespace gpt::cuda {
@@ -41,14 +44,24 @@ template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,
                        AttentionKernel kernel = AttentionKernel::kAuto);
 
-// Floats of scratch attention_backward needs ([B, NH, T]).
-inline int64_t attention_backward_scratch(const AttentionShape& s) { return s.B * s.NH * s.T; }
+// Floats of scratch attention_backward needs: the row terms delta
+// [B, NH, T] (rounded up to 16 bytes); with a budget of `ds_budget` bytes
+// for the tensor-core kernels' stored score gradients (bf16 only;
+// model/attention_ds.hpp), room for them after it.
+inline int64_t attention_delta_floats(const AttentionShape& s) { return (s.B * s.NH * s.T + 3) / 4 * 4; }
+inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t ds_budget = 0) {
+  return attention_delta_floats(s) + attention_ds_bytes(s.B, s.T, s.NH, ds_budget) / 4;
+}
 
 // dqkv[B, T, 3C] = gradient wrt qkv (overwritten) given dout[B, T, C] and
-// the forward's out and lse.
+// the forward's out and lse. scratch: scratch_floats floats, at least
+// attention_backward_scratch(s); on tensor cores, the (b, h) pairs whose
+// score gradients fit past delta (attention_ds_pairs_fit) decide: dQ from
+// them, that many pairs per launch, or (none) recomputed.
 template <typename T>
-void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const AttentionShape& s, cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kAuto);
+void attention_backward(T* dqkv, float* scratch, int64_t scratch_floats, const T* dout, const T* qkv, const T* out,
+                        const float* lse, const AttentionShape& s, cudaStream_t stream,
+                        AttentionKernel kernel = AttentionKernel::kAuto);
 
 // One new position of an incremental (key/value-cached) pass, for sampling
 // (model/cpu/attention.hpp attention_decode's contract): out[C] from the

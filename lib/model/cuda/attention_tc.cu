@@ -1,4 +1,5 @@
 // Launchers of the tensor-core attention kernels (attention_tc_kernels.cuh).
+#include <algorithm>
 #include <cstdint>
 
 #include "model/cuda/attention_tc.hpp"
@@ -36,13 +37,26 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s,
 
 template <int HS>
 void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
-                 const AttentionShape& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(s.B, s.T, s.NH);
+                 const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
   const float scale = 1.f / sqrtf(float(HS));
-  launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
-         scale);
-  launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, int(s.T), int(s.C), int(s.NH),
-         scale);
+  const int T = int(s.T), C = int(s.C), NH = int(s.NH);
+  if (ds_pairs <= 0) {
+    const dim3 grid = tile_grid(s.B, s.T, s.NH);
+    launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale,
+                           static_cast<bf16*>(nullptr), 0);
+    launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale);
+    return;
+  }
+  // The pairs in chunks that fit the stored dS; each chunk's dQ launch
+  // reads what its dK/dV launch wrote (same stream), and the next chunk's
+  // dK/dV launch overwrites it only after.
+  const int64_t pairs = s.B * s.NH;
+  for (int64_t bh0 = 0; bh0 < pairs; bh0 += ds_pairs) {
+    const dim3 grid = tile_grid_pairs(s.T, std::min(ds_pairs, pairs - bh0));
+    launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds, int(bh0));
+    launch<dq_from_ds_kernel<HS>>(dq_from_ds_smem<HS>(), grid, stream, dqkv, static_cast<const bf16*>(ds), qkv, T, C,
+                                  NH, scale, int(bh0));
+  }
 }
 
 }  // namespace
@@ -64,9 +78,9 @@ void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const Attentio
 }
 
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
-                           const AttentionShape& s, cudaStream_t stream) {
-  if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream);
-  backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream);
+                           const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
+  if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
 }
 
 }  // namespace gpt::cuda::detail

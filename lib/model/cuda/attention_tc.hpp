@@ -25,8 +25,11 @@ bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, 
 void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream);
 
 // delta[B, NH, T] = rowsum(dout * out), computed by the caller (the same
-// kernel serves both implementations).
+// kernel serves both implementations). ds_pairs > 0: dQ from the score
+// gradients stored in ds (16-byte aligned, ds_pairs *
+// attention_ds_bytes_per_pair(T) bytes), ds_pairs (b, h) pairs per launch;
+// 0: dQ recomputed, ds unused.
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
-                           const AttentionShape& s, cudaStream_t stream);
+                           const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs);
 
 }  // namespace gpt::cuda::detail

@@ -75,9 +75,28 @@ constexpr int dq_smem() { return 6 * kTileBytes<HS>; }
 // GPU whether the asynchronous copies pay.
 constexpr bool kAsyncTileLoads = true;
 
-// Every kernel's grid: x = 64-row tiles of the sequence, y = (b, h).
+// Every kernel's grid: x = 64-row tiles of the sequence, y = (b, h) (or a
+// chunk of `pairs` of them, from Place's bh0).
 inline dim3 tile_grid(int64_t B, int64_t T, int64_t NH) {
   return dim3(unsigned((T + kTileRows - 1) / kTileRows), unsigned(B * NH));
+}
+inline dim3 tile_grid_pairs(int64_t T, int64_t pairs) { return tile_grid(1, T, pairs); }
+
+// The stored score gradients (dS = P (dP - delta), bf16) that the dK/dV
+// kernel can leave for dq_from_ds_kernel, so that dQ = dS K takes one
+// product instead of recomputing S and dP (three). Per (b, h) of a launch's
+// chunk, one dense 64 x 64 tile per pair of query tile i and key tile
+// j <= i, in dS^T's layout (row = key, column = query, as the dK/dV kernel
+// holds it), tiles in the order (0, 0), (1, 0), (1, 1), (2, 0), ...
+constexpr int kDsTileElems = kTileRows * kTileRows;
+inline int64_t ds_tiles_per_pair(int64_t T) {
+  const int64_t n = (T + kTileRows - 1) / kTileRows;
+  return n * (n + 1) / 2;
+}
+// Tile (i, 0) of the launch's pair blockIdx.y; (i, j) follows at j tiles.
+__device__ __forceinline__ int64_t ds_row_offset(int Tn, int i) {
+  const int64_t n = (Tn + kTileRows - 1) / kTileRows;
+  return (int64_t(blockIdx.y) * (n * (n + 1) / 2) + int64_t(i) * (i + 1) / 2) * kDsTileElems;
 }
 #ifndef GPT_EMULATED_CUDA
 // The launch's dynamic shared memory (emulated_cuda.hpp provides its own).
@@ -87,14 +106,16 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 }
 #endif
 
-// Where a thread stands: its (b, h), warp, fragment coordinates (g, t), and
-// the head's q/k/v and dout columns.
+// Where a thread stands: its (b, h) (bh0 + blockIdx.y: a launch may cover a
+// chunk of the pairs), warp, fragment coordinates (g, t), and the head's
+// q/k/v and dout columns.
 struct Place {
   int bh, b, h, warp, g, t;
   const bf16* qkv;   // q of row 0 of this (b, h); k at +C, v at +2C; row stride 3C
   const bf16* dout;  // row 0 of this (b, h) in dout; row stride C
-  __device__ Place(const bf16* qkv_all, const bf16* dout_all, int Tn, int C, int NH, int HS)
-      : bh(blockIdx.y), b(bh / NH), h(bh % NH), warp(threadIdx.x / 32), g(mma::lane_g()), t(mma::lane_t()),
+  __device__ Place(const bf16* qkv_all, const bf16* dout_all, int Tn, int C, int NH, int HS, int bh0 = 0)
+      : bh(bh0 + int(blockIdx.y)), b(bh / NH), h(bh % NH), warp(threadIdx.x / 32), g(mma::lane_g()),
+        t(mma::lane_t()),
         qkv(qkv_all + int64_t(b) * Tn * 3 * C + int64_t(h) * HS),
         dout(dout_all ? dout_all + int64_t(b) * Tn * C + int64_t(h) * HS : nullptr) {}
 };
@@ -367,6 +388,23 @@ __global__ void __launch_bounds__(kThreads, 4)
 #endif
 }
 
+// This warp's 16 rows (keys) of a dS^T tile (ds_row_offset's layout), from
+// its bf16 A fragments: 4-byte stores, a quad's four lanes filling 16
+// contiguous bytes of a row. All 64 columns, zeros included: masked and
+// padded entries are 0 (p = 0), which dq_from_ds_kernel relies on.
+__device__ __forceinline__ void store_ds(bf16* tile, const uint32_t (&dsa)[kTileRows / 16][4], int warp) {
+  const int g = mma::lane_g(), t = mma::lane_t();
+  uint32_t* row = reinterpret_cast<uint32_t*>(tile + (warp * 16 + g) * kTileRows) + t;
+  constexpr int kRow8 = 8 * kTileRows / 2;  // 8 rows on, in 4-byte words
+#pragma unroll
+  for (int k = 0; k < kTileRows / 16; ++k) {
+    row[8 * k] = dsa[k][0];              // row g, columns 16k + 2t, +1
+    row[kRow8 + 8 * k] = dsa[k][1];      // row g + 8
+    row[8 * k + 4] = dsa[k][2];          // row g, columns 16k + 8 + 2t, +1
+    row[kRow8 + 8 * k + 4] = dsa[k][3];  // row g + 8
+  }
+}
+
 // Blocks per SM the dK/dV kernel is compiled for. On sm_90, 3 (12 warps per
 // SM) holds it to 168 registers, which ptxas meets without spilling by
 // computing S^T's probabilities and packing them before dP^T's; with 2 it
@@ -391,13 +429,13 @@ constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 template <int HS>
 __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
     dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int Tn, int C,
-               int NH, float scale) {
+               int NH, float scale, bf16* ds = nullptr, int bh0 = 0) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
   bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
   // buffer b: -lse * log2(e) at rows_s + 2b * 64, delta after it
   float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);
-  const Place at(qkv, dout, Tn, C, NH, HS);
+  const Place at(qkv, dout, Tn, C, NH, HS, bh0);
   const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
   const int64_t stride = 3 * int64_t(C);
@@ -450,6 +488,7 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
       mma::a_from_c(dsa[k], dpt[2 * k], dpt[2 * k + 1]);
     }
     const int k_first = kDiagonal ? warp : 0;
+    if (ds) store_ds(ds + ds_row_offset(Tn, i0 / kTileRows) + int64_t(blockIdx.x) * kDsTileElems, dsa, warp);
     accumulate<HS>(dv, pa, dos, k_first, kTileRows / 16 - 1);
     accumulate<HS>(dk, dsa, qs, k_first, kTileRows / 16 - 1);
     __syncthreads();  // every warp is done with buffer b before it is refilled
@@ -538,6 +577,61 @@ __global__ void GPT_DQ_LAUNCH_BOUNDS dq_kernel(bf16* dqkv, const bf16* dout, con
   for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
   tile(Diagonal{}, j0, b);
   store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, row0, Tn, stride, scale, scale);
+#else
+  __trap();
+#endif
+}
+
+// dQ for the 64 queries [q0, q0 + 64) of one (b, h) from the score
+// gradients the dK/dV kernel stored (its `ds`, same bh0): dQ = scale dS K
+// over key tiles 0 to the diagonal, streamed with the dS^T tiles. Each warp
+// takes its 16 queries' A fragments from the stored transpose (ldmatrix
+// .trans). On the diagonal tile, key blocks past the warp's queries hold
+// only zeros and are skipped; no other masking: stored masked or padded
+// entries are 0, padded key rows of K are zero-filled.
+template <int HS>
+constexpr int dq_from_ds_smem() { return 2 * (kTileBytes<64> + kTileBytes<HS>); }
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    dq_from_ds_kernel(bf16* dqkv, const bf16* ds, const bf16* qkv, int Tn, int C, int NH, float scale, int bh0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr int kBufElems = kTileElems<64> + kTileElems<HS>;  // buffer b: dS^T at b * kBufElems, K after it
+  bf16* buf = reinterpret_cast<bf16*>(dynamic_smem());
+  const Place at(qkv, nullptr, Tn, C, NH, HS, bh0);
+  const int warp = at.warp;
+  const int qi = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest tiles first
+  const int q0 = qi * kTileRows;
+  const bf16* ds_row = ds + ds_row_offset(Tn, qi);
+  auto load = [&](int b, int j0) {
+    bf16* d = buf + b * kBufElems;
+    load_tile<64>(d, ds_row + int64_t(j0 / kTileRows) * kDsTileElems, 0, kTileRows, kTileRows);
+    load_tile<HS>(d + kTileElems<64>, at.qkv + C, j0, Tn, 3 * int64_t(C));
+    cp_async_commit();
+  };
+  load(0, 0);
+  float dq[HS / 8][4] = {};
+  for (int j0 = 0, b = 0; j0 <= q0; j0 += kTileRows, b ^= 1) {
+    stream_step(b, j0, q0 + kTileRows, load);
+    const bf16 *dst = buf + b * kBufElems, *ks = dst + kTileElems<64>;
+    const int k_last = j0 == q0 ? warp : kTileRows / 16 - 1;
+#pragma unroll
+    for (int k = 0; k < kTileRows / 16; ++k) {
+      if (k > k_last) continue;
+      uint32_t a[4];
+      mma::load_a_trans(a, dst + k * 16 * kLd<64> + warp * 16, kLd<64>);
+#pragma unroll
+      for (int n = 0; n < HS / 8; n += 2) {
+        uint32_t bb[2][2];
+        mma::load_b_row(bb, ks + k * 16 * kLd<HS> + n * 8, kLd<HS>);
+        mma::mma(dq[n], a, bb[0]);
+        mma::mma(dq[n + 1], a, bb[1]);
+      }
+    }
+    __syncthreads();  // every warp is done with buffer b before it is refilled
+  }
+  store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, q0 + warp * 16, Tn, 3 * int64_t(C),
+                 scale, scale);
 #else
   __trap();
 #endif

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/cuda/host_wait.hpp"
 #include "core/error.hpp"
@@ -79,7 +80,11 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   dsmall_ = DeviceBuffer<T>(N * C, A, alloc);
   const auto S = MemCategory::kScratch;
   ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
-  att_scratch_ = DeviceBuffer<float>(size_t(N * c.n_head), S, alloc);
+  // The attention backward's delta rows and, in bf16, its stored score
+  // gradients (activations, as the planner counts them: cost_model.cpp).
+  const int64_t ds_budget = std::is_same_v<T, bf16> ? opt_.attention_ds_budget : 0;
+  att_scratch_ = DeviceBuffer<float>(
+      size_t(attention_backward_scratch({opt_.max_batch, opt_.max_seq, C, c.n_head}, ds_budget)), A, alloc);
   loss_sum_ = DeviceBuffer<double>(1, S, alloc);
   sum_scratch_ = DeviceBuffer<double>(size_t(sum_squares_scratch()), S, alloc);
   batch_ = DeviceBuffer<int32_t>(size_t(5 * N + 1), S, alloc);  // tokens, targets, groups (<= 3N + 1)
@@ -284,8 +289,8 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
                      p + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N, C,
                        C, s);
-  attention_backward(dqkv_.data(), att_scratch_.data(), dsmall_.data(), a.qkv.data(), a.atty.data(), a.lse.data(),
-                     {B_, T_, C, c.n_head}, s);
+  attention_backward(dqkv_.data(), att_scratch_.data(), int64_t(att_scratch_.size()), dsmall_.data(), a.qkv.data(),
+                     a.atty.data(), a.lse.data(), {B_, T_, C, c.n_head}, s);
   if (re_ln)  // the shared buffer held ln_2's output until here
     layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), ln1_of(a), p + o.qkv_w, N, C, 3 * C,

@@ -84,6 +84,15 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* p, int ld) 
   ldmatrix_x4(a, p + (lane() % 16) * ld + (lane() / 16) * 8);
 }
 
+// The A fragment of the 16 x 16 block whose transpose is stored row-major
+// at p: A[m][k] = p[k * ld + m] (as dS is, stored as dS^T). The transposing
+// load gives lane (g, t) elements (2t, g), (2t + 1, g) of a stored 8 x 8
+// matrix, i.e. A[g][2t..2t+1]; matrices in a[0..3]'s order: rows 0-7 / 8-15
+// of A are stored columns 0-7 / 8-15, A's columns 0-7 / 8-15 stored rows.
+__device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const bf16* p, int ld) {
+  ldmatrix_x4_trans(a, p + (lane() % 8 + 8 * (lane() / 16)) * ld + 8 * (lane() / 8 % 2));
+}
+
 // The B fragments of two adjacent 16 x 8 blocks (columns n0..n0+7 and
 // n0+8..n0+15) stored column-major at p: B[k][n] = p[n * ld + k], the rows
 // of a matrix whose transpose is B (as K is for S = Q K^T). b[j] is block j.

@@ -1,0 +1,49 @@
+// Sizing of the stored score gradients of the GPU attention backward.
+//
+// The tensor-core backward (model/cuda/attention_tc_kernels.cuh) can keep
+// the score gradients dS = P (dP - delta) that its dK/dV kernel computes,
+// in bf16, and take dQ = dS K from them: one matrix product instead of
+// recomputing S = Q K^T and dP = dO V^T (three products and the
+// exponentials). The price is memory and its traffic: one 64 x 64 bf16
+// tile per pair of query tile and key tile at or below the diagonal, for
+// every (b, h) pair a launch covers; for gpt2-124m at B = 16, T = 1024
+// (192 pairs) 204 MiB, written once and read once per layer.
+//
+// A byte budget bounds it: the backward covers the (b, h) pairs in as few
+// launches as the budget allows, or recomputes dQ when a launch would hold
+// too few blocks to fill a GPU. Host-only arithmetic, shared by the model
+// (which allocates the scratch) and the planner's memory model.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace gpt {
+
+// The default budget (GPTOptions::attention_ds_budget, --attention-ds-mib).
+constexpr int64_t kAttentionDsDefaultBytes = int64_t(256) << 20;
+
+// Bytes of stored dS per (b, h) pair at sequence length T.
+inline int64_t attention_ds_bytes_per_pair(int64_t T) {
+  const int64_t tiles = (T + 63) / 64;
+  return tiles * (tiles + 1) / 2 * 64 * 64 * 2;
+}
+
+// (b, h) pairs per launch that `bytes` of scratch hold (what the backward
+// uses: 0 recomputes dQ).
+inline int64_t attention_ds_pairs_fit(int64_t B, int64_t T, int64_t NH, int64_t bytes) {
+  return std::min(B * NH, std::max<int64_t>(0, bytes) / attention_ds_bytes_per_pair(T));
+}
+
+// Bytes of scratch to allocate for a budget: room for all B * NH pairs when
+// they fit; for fewer when they give a launch at least kMinBlocks blocks (an
+// H100 holds about 400 of the dK/dV kernel's at once); else none. A shorter
+// sequence or a smaller batch then fits at least as many blocks per launch.
+inline int64_t attention_ds_bytes(int64_t B, int64_t T, int64_t NH, int64_t budget) {
+  constexpr int64_t kMinBlocks = 512;
+  const int64_t pairs = attention_ds_pairs_fit(B, T, NH, budget);
+  const bool worth = pairs == B * NH || pairs * ((T + 63) / 64) >= kMinBlocks;
+  return worth ? pairs * attention_ds_bytes_per_pair(T) : 0;
+}
+
+}  // namespace gpt
