@@ -87,7 +87,7 @@ void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, co
       for (int bh0 = 0; bh0 < pairs; bh0 += chunk) {
         const dim3 grid = tc::tile_grid_pairs(k.T, std::min(chunk, pairs - bh0));
         emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
-          tc::dkv_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale, ds.data(), bh0);
+          tc::dkv_kernel<HS, true>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale, ds.data(), bh0);
         });
         emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_from_ds_smem<HS>()), [&] {
           tc::dq_from_ds_kernel<HS>(dqkv, ds.data(), qkv, k.T, k.C, k.NH, scale, bh0);

@@ -53,7 +53,8 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
   const int64_t pairs = s.B * s.NH;
   for (int64_t bh0 = 0; bh0 < pairs; bh0 += ds_pairs) {
     const dim3 grid = tile_grid_pairs(s.T, std::min(ds_pairs, pairs - bh0));
-    launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds, int(bh0));
+    launch<dkv_kernel<HS, true>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds,
+                                 int(bh0));
     launch<dq_from_ds_kernel<HS>>(dq_from_ds_smem<HS>(), grid, stream, dqkv, static_cast<const bf16*>(ds), qkv, T, C,
                                   NH, scale, int(bh0));
   }

@@ -66,7 +66,7 @@ constexpr int kTileBytes = kTileElems<HS> * 2;
 template <int HS>
 constexpr int forward_smem() { return 5 * kTileBytes<HS>; }
 template <int HS>
-constexpr int dkv_smem() { return 6 * kTileBytes<HS> + 4 * kTileRows * 4; }
+constexpr int dkv_smem() { return 6 * kTileBytes<HS> + 4 * kTileRows * 4 + 16; }  // + dS^T's pointer
 template <int HS>
 constexpr int dq_smem() { return 6 * kTileBytes<HS>; }
 
@@ -146,7 +146,9 @@ __device__ __forceinline__ TileChunk tile_chunk(int e) {
   }
 }
 
-template <int HS>
+// kAllRows: every row exists (row0 + 64 <= Tn known to the caller): no
+// compares.
+template <int HS, bool kAllRows = false>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
   // A fixed count per thread, the copies kRowStep rows apart (tile_chunk
   // maps e and e + kThreads so), from one base address: unrolled, each copy
@@ -158,7 +160,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, 
   const bf16* s = src + int64_t(row0 + r) * stride + c * 8;
 #pragma unroll
   for (int k = 0; k < kCopies / kThreads; ++k, d += kRowStep * kLd<HS>, s += kRowStep * stride) {
-    if (row0 + r + k * kRowStep >= Tn)
+    if (!kAllRows && row0 + r + k * kRowStep >= Tn)
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
     else if constexpr (kAsyncTileLoads)
       cp_async_16(d, s);
@@ -209,12 +211,12 @@ __device__ __forceinline__ const bf16* kv_step(bf16* kv, int b, const bf16* qkv,
 // s[n] = A B^T for the 8-column blocks n, in pairs, from the pair holding
 // n_first to the one holding n_last (the others are zero): A is 16 x HS (a:
 // this warp's 16 rows, in registers), B^T's columns are the rows of the
-// 64-row shared tile `rows`.
-template <int HS>
-__device__ __forceinline__ void scores(float (&s)[kKeyBlocks][4], const uint32_t (&a)[HS / 16][4], const bf16* rows,
+// shared tile `rows` (64 rows; kN / 8 of them for fewer blocks).
+template <int HS, int kN = kKeyBlocks>
+__device__ __forceinline__ void scores(float (&s)[kN][4], const uint32_t (&a)[HS / 16][4], const bf16* rows,
                                        int n_first, int n_last) {
 #pragma unroll
-  for (int n = 0; n < kKeyBlocks; n += 2) {
+  for (int n = 0; n < kN; n += 2) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[n][e] = s[n + 1][e] = 0.f;
     if (n + 1 < n_first || n > n_last) continue;
@@ -229,13 +231,13 @@ __device__ __forceinline__ void scores(float (&s)[kKeyBlocks][4], const uint32_t
 }
 
 // acc (16 x HS) += P tile (16 x 64, bf16 A fragments p[k] for its 16-column
-// blocks) times the 64-row shared tile `rows` (64 x HS), over the blocks
-// k_first..k_last only (P is zero outside them).
-template <int HS>
-__device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kTileRows / 16][4],
-                                           const bf16* rows, int k_first, int k_last) {
+// blocks; kK of them for fewer) times the shared tile `rows` (64 x HS), over
+// the blocks k_first..k_last only (P is zero outside them).
+template <int HS, int kK = kTileRows / 16>
+__device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK][4], const bf16* rows,
+                                           int k_first, int k_last) {
 #pragma unroll
-  for (int k = 0; k < kTileRows / 16; ++k) {
+  for (int k = 0; k < kK; ++k) {
     if (k < k_first || k > k_last) continue;
 #pragma unroll
     for (int n = 0; n < HS / 8; n += 2) {
@@ -388,21 +390,19 @@ __global__ void __launch_bounds__(kThreads, 4)
 #endif
 }
 
-// This warp's 16 rows (keys) of a dS^T tile (ds_row_offset's layout), from
-// its bf16 A fragments: 4-byte stores, a quad's four lanes filling 16
-// contiguous bytes of a row. All 64 columns, zeros included: masked and
-// padded entries are 0 (p = 0), which dq_from_ds_kernel relies on.
-__device__ __forceinline__ void store_ds(bf16* tile, const uint32_t (&dsa)[kTileRows / 16][4], int warp) {
+// Block k (columns, i.e. queries, 16k..16k+15) of this warp's 16 rows
+// (keys) of a dS^T tile (ds_row_offset's layout), from its bf16 A fragment:
+// 4-byte stores, a quad's four lanes filling 16 contiguous bytes of a row.
+// Masked and padded entries are stored as the zeros they are (p = 0), which
+// dq_from_ds_kernel relies on.
+__device__ __forceinline__ void store_ds_block(bf16* tile, const uint32_t (&a)[4], int warp, int k) {
   const int g = mma::lane_g(), t = mma::lane_t();
-  uint32_t* row = reinterpret_cast<uint32_t*>(tile + (warp * 16 + g) * kTileRows) + t;
+  uint32_t* row = reinterpret_cast<uint32_t*>(tile + (warp * 16 + g) * kTileRows) + 8 * k + t;
   constexpr int kRow8 = 8 * kTileRows / 2;  // 8 rows on, in 4-byte words
-#pragma unroll
-  for (int k = 0; k < kTileRows / 16; ++k) {
-    row[8 * k] = dsa[k][0];              // row g, columns 16k + 2t, +1
-    row[kRow8 + 8 * k] = dsa[k][1];      // row g + 8
-    row[8 * k + 4] = dsa[k][2];          // row g, columns 16k + 8 + 2t, +1
-    row[kRow8 + 8 * k + 4] = dsa[k][3];  // row g + 8
-  }
+  row[0] = a[0];          // row g, columns 16k + 2t, +1
+  row[kRow8] = a[1];      // row g + 8
+  row[4] = a[2];          // row g, columns 16k + 8 + 2t, +1
+  row[kRow8 + 4] = a[3];  // row g + 8
 }
 
 // Blocks per SM the dK/dV kernel is compiled for. On sm_90, 3 (12 warps per
@@ -426,7 +426,9 @@ constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 // as rows:
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
-template <int HS>
+// kStoreDs: dS^T's tiles also go to ds (ds_row_offset's layout; the launch
+// covers pairs bh0 + blockIdx.y), for dq_from_ds_kernel.
+template <int HS, bool kStoreDs = false>
 __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
     dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int Tn, int C,
                int NH, float scale, bf16* ds = nullptr, int bh0 = 0) {
@@ -435,6 +437,10 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
   bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
   // buffer b: -lse * log2(e) at rows_s + 2b * 64, delta after it
   float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);
+  // kStoreDs: tile (i, j) of the stored dS^T is at this pointer + i (i + 1) / 2 tiles; kept in shared memory
+  // and read (volatile) at each store, so that no register holds it through the loop.
+  bf16** ds_base_s = reinterpret_cast<bf16**>(rows_s + 4 * kTileRows);
+  if (kStoreDs && threadIdx.x == 0) *ds_base_s = ds + ds_row_offset(Tn, 0) + int64_t(blockIdx.x) * kDsTileElems;
   const Place at(qkv, dout, Tn, C, NH, HS, bh0);
   const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
@@ -460,37 +466,59 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
   load_rows<HS>(ka, ks, warp * 16);
   load_rows<HS>(va, vs, warp * 16);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-  auto tile = [&](auto diagonal, int i0, int b) {
+  // Of query tile i0 (buffer b), the kN 8-query blocks from n0 (queries 8 n0 ..): probabilities and score
+  // gradients, packed to bf16 A fragments for their kN / 2 16-query blocks, multiplied into dV and dK, and
+  // with kStoreDs stored once multiplied (then fewer registers are live).
+  auto queries = [&](auto diagonal, auto n0_c, auto n_c, int i0, int b) {
     constexpr bool kDiagonal = decltype(diagonal)::value;
-    stream_step(b, i0, Tn, load_qdo);
-    const bf16 *qs = qdo + 2 * b * kTileElems<HS>, *dos = qs + kTileElems<HS>;
-    const float *nlse_s = rows_s + 2 * b * kTileRows, *delta_s = nlse_s + kTileRows;
+    constexpr int n0 = decltype(n0_c)::value, kN = decltype(n_c)::value, kK = kN / 2;
+    const bf16 *qs = qdo + 2 * b * kTileElems<HS> + n0 * 8 * kLd<HS>, *dos = qs + kTileElems<HS>;
+    const float *nlse_s = rows_s + 2 * b * kTileRows + n0 * 8, *delta_s = nlse_s + kTileRows;
     // On the diagonal tile, queries before the warp's first key see none of its keys (skipped).
-    float st[kKeyBlocks][4], dpt[kKeyBlocks][4];
-    scores<HS>(st, ka, qs, kDiagonal ? 2 * warp : 0, kKeyBlocks - 1);
-    scores<HS>(dpt, va, dos, kDiagonal ? 2 * warp : 0, kKeyBlocks - 1);
+    const int n_first = kDiagonal ? 2 * warp - n0 : 0;
+    float st[kN][4], dpt[kN][4];
+    scores<HS, kN>(st, ka, qs, n_first, kN - 1);
+    scores<HS, kN>(dpt, va, dos, n_first, kN - 1);
 #pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
+    for (int n = 0; n < kN; ++n) {
       const float2 nl = row_pair(nlse_s, n, t), dl = row_pair(delta_s, n, t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float p = exp2f(fmaf(st[n][e], scale2, e % 2 ? nl.y : nl.x));
         if constexpr (kDiagonal)
-          if (frag_col(n, t, e) < warp * 16 + frag_row(g, e)) p = 0.f;
+          if (frag_col(n0 + n, t, e) < warp * 16 + frag_row(g, e)) p = 0.f;
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - (e % 2 ? dl.y : dl.x));
       }
     }
-    uint32_t pa[kTileRows / 16][4], dsa[kTileRows / 16][4];
+    uint32_t pa[kK][4], dsa[kK][4];
 #pragma unroll
-    for (int k = 0; k < kTileRows / 16; ++k) {
+    for (int k = 0; k < kK; ++k) {
       mma::a_from_c(pa[k], st[2 * k], st[2 * k + 1]);
       mma::a_from_c(dsa[k], dpt[2 * k], dpt[2 * k + 1]);
     }
-    const int k_first = kDiagonal ? warp : 0;
-    if (ds) store_ds(ds + ds_row_offset(Tn, i0 / kTileRows) + int64_t(blockIdx.x) * kDsTileElems, dsa, warp);
-    accumulate<HS>(dv, pa, dos, k_first, kTileRows / 16 - 1);
-    accumulate<HS>(dk, dsa, qs, k_first, kTileRows / 16 - 1);
+    const int k_first = kDiagonal ? warp - n0 / 2 : 0;
+    accumulate<HS, kK>(dv, pa, dos, k_first, kK - 1);
+    accumulate<HS, kK>(dk, dsa, qs, k_first, kK - 1);
+    if constexpr (kStoreDs) {
+      const int i = i0 / kTileRows;
+      bf16* tile = *reinterpret_cast<bf16* volatile*>(ds_base_s) + int64_t(i) * (i + 1) / 2 * kDsTileElems;
+#pragma unroll
+      for (int k = 0; k < kK; ++k) store_ds_block(tile, dsa[k], warp, n0 / 2 + k);
+    }
+  };
+  auto tile = [&](auto diagonal, int i0, int b) {
+    stream_step(b, i0, Tn, load_qdo);
+    using Zero = std::integral_constant<int, 0>;
+    if constexpr (!kStoreDs) {
+      queries(diagonal, Zero{}, std::integral_constant<int, kKeyBlocks>{}, i0, b);
+    } else {
+      // Half the queries at a time: 32 queries' score blocks live at once instead of 64. Whole tiles spilled
+      // at 168 registers with the stores (4 to 124 bytes, by where they went), halves do not.
+      using Half = std::integral_constant<int, kKeyBlocks / 2>;
+      queries(diagonal, Zero{}, Half{}, i0, b);
+      queries(diagonal, Half{}, Half{}, i0, b);
+    }
     __syncthreads();  // every warp is done with buffer b before it is refilled
   };
   tile(Diagonal{}, j0, 0);
@@ -605,19 +633,19 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* ds_row = ds + ds_row_offset(Tn, qi);
   auto load = [&](int b, int j0) {
     bf16* d = buf + b * kBufElems;
-    load_tile<64>(d, ds_row + int64_t(j0 / kTileRows) * kDsTileElems, 0, kTileRows, kTileRows);
+    load_tile<64, true>(d, ds_row + int64_t(j0 / kTileRows) * kDsTileElems, 0, kTileRows, kTileRows);
     load_tile<HS>(d + kTileElems<64>, at.qkv + C, j0, Tn, 3 * int64_t(C));
     cp_async_commit();
   };
   load(0, 0);
   float dq[HS / 8][4] = {};
-  for (int j0 = 0, b = 0; j0 <= q0; j0 += kTileRows, b ^= 1) {
+  auto tile = [&](auto diagonal, int j0, int b) {
+    constexpr bool kDiagonal = decltype(diagonal)::value;
     stream_step(b, j0, q0 + kTileRows, load);
     const bf16 *dst = buf + b * kBufElems, *ks = dst + kTileElems<64>;
-    const int k_last = j0 == q0 ? warp : kTileRows / 16 - 1;
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) {
-      if (k > k_last) continue;
+      if (kDiagonal && k > warp) continue;
       uint32_t a[4];
       mma::load_a_trans(a, dst + k * 16 * kLd<64> + warp * 16, kLd<64>);
 #pragma unroll
@@ -629,7 +657,10 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // every warp is done with buffer b before it is refilled
-  }
+  };
+  int j0 = 0, b = 0;
+  for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
+  tile(Diagonal{}, j0, b);
   store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, q0 + warp * 16, Tn, 3 * int64_t(C),
                  scale, scale);
 #else
