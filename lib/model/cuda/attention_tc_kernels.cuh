@@ -21,7 +21,9 @@
 // Forward: online softmax, O in fp32 registers, only the log-sum-exp saved.
 // Backward: dK/dV (one block per key tile, query tiles streamed) and dQ (one
 // block per query tile, key tiles streamed) are separate kernels, so no
-// output has two writers and the result is deterministic. Fully masked
+// output has two writers and the result is deterministic; the dK/dV kernel
+// can also store the score gradients dS so that dQ is one product over them
+// (dq_from_ds_kernel) instead of recomputing S and dP. Fully masked
 // 16-column score blocks and 16-row product blocks of the diagonal tile are
 // skipped. Grids start with the heaviest (most tiles) blocks.
 //
