@@ -217,8 +217,8 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
 TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
   // Tensor cores: dQ recomputed (no room for stored score gradients), from
-  // stored ones for all (b, h) pairs in one launch, and 3 pairs per launch
-  // (chunks of 3 and the rest: the (b, h) offsets).
+  // stored ones for all (b, h) pairs in one launch, and with room for 3
+  // pairs (4 pairs in chunks of 2 + 2, 8 in 3 + 3 + 2: the (b, h) offsets).
   struct Variant {
     AttentionKernel kernel;
     int64_t ds_pairs;

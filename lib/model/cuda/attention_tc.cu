@@ -47,12 +47,15 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
     launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale);
     return;
   }
-  // The pairs in chunks that fit the stored dS; each chunk's dQ launch
-  // reads what its dK/dV launch wrote (same stream), and the next chunk's
-  // dK/dV launch overwrites it only after.
-  const int64_t pairs = s.B * s.NH;
-  for (int64_t bh0 = 0; bh0 < pairs; bh0 += ds_pairs) {
-    const dim3 grid = tile_grid_pairs(s.T, std::min(ds_pairs, pairs - bh0));
+  // The pairs in as few chunks as fit the stored dS, of equal size (256
+  // pairs in 240 would leave a last launch of 16 pairs, too few blocks to
+  // fill a GPU: 128 and 128 instead). Each chunk's dQ launch reads what its
+  // dK/dV launch wrote (same stream); the next chunk's dK/dV launch
+  // overwrites it only after.
+  const int64_t pairs = s.B * s.NH, chunks = (pairs + ds_pairs - 1) / ds_pairs;
+  const int64_t per_launch = (pairs + chunks - 1) / chunks;
+  for (int64_t bh0 = 0; bh0 < pairs; bh0 += per_launch) {
+    const dim3 grid = tile_grid_pairs(s.T, std::min(per_launch, pairs - bh0));
     launch<dkv_kernel<HS, true>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds,
                                  int(bh0));
     launch<dq_from_ds_kernel<HS>>(dq_from_ds_smem<HS>(), grid, stream, dqkv, static_cast<const bf16*>(ds), qkv, T, C,
