@@ -7,9 +7,10 @@
 // products (QK^T, PV) = 2*B*T^2*C, backward = 2.5 x forward (five products;
 // the recomputation inside the backward kernels is not counted as useful).
 //
-// Tensor cores twice: dQ from the score gradients the dK/dV kernel stored
-// (the trainer's default budget, model/attention_ds.hpp; the row's ds_mib
-// says how much it took) and dQ recomputed (no room for them).
+// Tensor cores three times: dQ from the score gradients the dK/dV kernel
+// stored (the trainer's default budget, model/attention_ds.hpp; the row's
+// ds_mib says how much it took), dQ recomputed (no room for them), and the
+// first again with the forward on 128-query tiles (forward_wide_kernel).
 //
 //   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
 #include <cstdio>
@@ -109,6 +110,7 @@ nlohmann::json run(Args& a) {
   const int64_t stored = kAttentionDsDefaultBytes;
   const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
                         {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},
+                        {"tensor_core_bf16_wide_fwd", true, cuda::AttentionKernel::kTensorCoreWide, stored},
                         {"simt_bf16", true, cuda::AttentionKernel::kSimt, 0},
                         {"simt_fp32", false, cuda::AttentionKernel::kSimt, 0}};
   std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,

@@ -218,7 +218,8 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
   // Tensor cores: dQ recomputed (no room for stored score gradients), from
   // stored ones for all (b, h) pairs in one launch, and with room for 3
-  // pairs (4 pairs in chunks of 2 + 2, 8 in 3 + 3 + 2: the (b, h) offsets).
+  // pairs (4 pairs in chunks of 2 + 2, 8 in 3 + 3 + 2: the (b, h) offsets);
+  // and the forward on 128-query tiles.
   struct Variant {
     AttentionKernel kernel;
     int64_t ds_pairs;
@@ -226,7 +227,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
   std::vector<Variant> variants = {{AttentionKernel::kSimt, 0}};
   if constexpr (std::is_same_v<T, bf16>)
     variants.insert(variants.end(), {{AttentionKernel::kTensorCore, 0}, {AttentionKernel::kTensorCore, -1},
-                                     {AttentionKernel::kTensorCore, 3}});
+                                     {AttentionKernel::kTensorCore, 3}, {AttentionKernel::kTensorCoreWide, -1}});
   for (int64_t Tn : {75, 200}) {
     for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
       const int64_t B = 2, C = 128;
@@ -240,7 +241,8 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
       Dev<T> gqkv(qkv), gdy(dy);
       for (const auto [kernel, ds_pairs] : variants) {
         SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH
-                                          << (kernel == AttentionKernel::kTensorCore ? " tensor cores" : " simt")
+                                          << (kernel == AttentionKernel::kSimt ? " simt" : " tensor cores")
+                                          << (kernel == AttentionKernel::kTensorCoreWide ? ", wide forward" : "")
                                           << " stored dS pairs " << ds_pairs);
         const AttentionShape shape{B, Tn, C, NH};
         const int64_t pairs = ds_pairs < 0 ? B * NH : ds_pairs;

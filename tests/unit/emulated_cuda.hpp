@@ -409,6 +409,8 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 inline unsigned char* dynamic_smem() { return emulated_cuda::g_smem; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 [[noreturn]] inline void __trap() { emulated_cuda::fail("__trap"); }
 // One block runs at a time, its threads on one host thread: every access is

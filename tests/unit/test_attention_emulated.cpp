@@ -1,8 +1,9 @@
 // The causal attention kernels, compiled as host C++ and run thread by
 // thread by emulated_cuda.hpp, against the CPU attention: forward output and
-// log-sum-exp, the delta row term, then dQ/dK/dV. Four kernel families:
+// log-sum-exp, the delta row term, then dQ/dK/dV. Five kernel families:
 // tensor cores (attention_tc_kernels.cuh, bf16; dQ recomputed or from the
-// stored dS) and CUDA cores (attention_simt_kernels.cuh, fp32 and bf16). This runs without a GPU (in
+// stored dS; the forward on 64- or 128-query tiles) and CUDA cores
+// (attention_simt_kernels.cuh, fp32 and bf16). This runs without a GPU (in
 // CI), so the kernels' indexing, causal masking, partial tiles, tile
 // streaming, shared-memory layout (out-of-bounds writes and reads of
 // unwritten shared memory are caught), barriers, the register fragments of
@@ -37,8 +38,11 @@ using test::rel_error;
 // kTensorCoreDsBf16: the tensor-core kernels with dQ from the score
 // gradients the dK/dV kernel stored (dq_from_ds_kernel), the (b, h) pairs
 // in two launches of each kernel (bh0) when there are several.
-enum class Family { kTensorCoreBf16, kTensorCoreDsBf16, kSimtFp32, kSimtBf16 };
-bool tensor_cores(Family f) { return f == Family::kTensorCoreBf16 || f == Family::kTensorCoreDsBf16; }
+// kTensorCoreWideBf16: the forward on 128-query tiles (forward_wide_kernel).
+enum class Family { kTensorCoreBf16, kTensorCoreDsBf16, kTensorCoreWideBf16, kSimtFp32, kSimtBf16 };
+bool tensor_cores(Family f) {
+  return f == Family::kTensorCoreBf16 || f == Family::kTensorCoreDsBf16 || f == Family::kTensorCoreWideBf16;
+}
 
 struct Case {
   Family family;
@@ -47,6 +51,7 @@ struct Case {
 const char* name(Family f) {
   return f == Family::kTensorCoreBf16     ? "tc_bf16"
          : f == Family::kTensorCoreDsBf16 ? "tc_ds_bf16"
+         : f == Family::kTensorCoreWideBf16 ? "tc_wide_bf16"
          : f == Family::kSimtFp32         ? "simt_fp32"
                                           : "simt_bf16";
 }
@@ -67,6 +72,11 @@ template <typename T, int HS>
 void forward(Family f, T* out, float* lse, const T* qkv, const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
   if constexpr (std::is_same_v<T, bf16>) {
+    if (f == Family::kTensorCoreWideBf16) {
+      emulated_cuda::launch(tc::wide_grid(k.B, k.T, k.NH), tc::kThreads, size_t(tc::forward_wide_smem<HS>()),
+                            [&] { tc::forward_wide_kernel<HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
+      return;
+    }
     if (tensor_cores(f)) {
       emulated_cuda::launch(tc::tile_grid(k.B, k.T, k.NH), tc::kThreads, size_t(tc::forward_smem<HS>()),
                             [&] { tc::forward_kernel<HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
@@ -96,7 +106,7 @@ void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, co
       EXPECT_TRUE(ds.guards_intact()) << "dS written outside its chunk";
       return;
     }
-    if (f == Family::kTensorCoreBf16) {
+    if (tensor_cores(f)) {
       const dim3 grid = tc::tile_grid(k.B, k.T, k.NH);
       emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
         tc::dkv_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
@@ -222,7 +232,8 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 // partial); 64: exactly one tensor-core tile; head sizes 64 and 32.
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (Family f : {Family::kTensorCoreBf16, Family::kTensorCoreDsBf16, Family::kSimtFp32, Family::kSimtBf16})
+  for (Family f : {Family::kTensorCoreBf16, Family::kTensorCoreDsBf16, Family::kTensorCoreWideBf16,
+                   Family::kSimtFp32, Family::kSimtBf16})
     for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
       all.push_back(shape);
   return all;

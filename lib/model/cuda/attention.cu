@@ -51,7 +51,7 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   if (kernel == AttentionKernel::kSimt) return false;
   bool ok = false;
   if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
-  if (kernel == AttentionKernel::kTensorCore && !ok)
+  if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
     throw_error("tensor-core attention needs bf16, C a multiple of 8, 16-byte aligned buffers and compute "
                 "capability >= 8.0");
   return ok;
@@ -66,7 +66,8 @@ void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s
                        AttentionKernel kernel) {
   require_head_size(s);
   if (use_tensor_cores<T>(kernel, s, {out, qkv})) {
-    if constexpr (std::is_same_v<T, bf16>) detail::attention_forward_tc(out, lse, qkv, s, stream);
+    if constexpr (std::is_same_v<T, bf16>)
+      detail::attention_forward_tc(out, lse, qkv, s, stream, kernel == AttentionKernel::kTensorCoreWide);
     return;
   }
   if (s.C / s.NH == 32) return forward_hs<T, 32>(out, lse, qkv, s, stream);

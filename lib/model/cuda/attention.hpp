@@ -34,7 +34,10 @@ struct AttentionShape {
   int64_t B, T, C, NH;
 };
 
-enum class AttentionKernel { kAuto, kSimt, kTensorCore };
+// kTensorCoreWide: the tensor-core kernels with the forward on 128-query
+// tiles (attention_tc_kernels.cuh forward_wide_kernel), for measuring it
+// against the 64-query one that kAuto and kTensorCore take.
+enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
 
 bool attention_supported(int64_t head_size);
 

@@ -29,10 +29,13 @@ void launch(int smem, dim3 grid, cudaStream_t stream, Args... args) {
 }
 
 template <int HS>
-void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
-  const dim3 grid = tile_grid(s.B, s.T, s.NH);
-  launch<forward_kernel<HS>>(forward_smem<HS>(), grid, stream, out, lse, qkv, int(s.T), int(s.C), int(s.NH),
-         1.f / sqrtf(float(HS)));
+void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream, bool wide) {
+  const float scale = 1.f / sqrtf(float(HS));
+  if (wide)
+    return launch<forward_wide_kernel<HS>>(forward_wide_smem<HS>(), wide_grid(s.B, s.T, s.NH), stream, out, lse, qkv,
+                                           int(s.T), int(s.C), int(s.NH), scale);
+  launch<forward_kernel<HS>>(forward_smem<HS>(), tile_grid(s.B, s.T, s.NH), stream, out, lse, qkv, int(s.T),
+                             int(s.C), int(s.NH), scale);
 }
 
 template <int HS>
@@ -76,9 +79,10 @@ bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, 
   return major >= 8;
 }
 
-void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
-  if (s.C / s.NH == 32) return forward_hs<32>(out, lse, qkv, s, stream);
-  forward_hs<64>(out, lse, qkv, s, stream);
+void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
+                          bool wide) {
+  if (s.C / s.NH == 32) return forward_hs<32>(out, lse, qkv, s, stream, wide);
+  forward_hs<64>(out, lse, qkv, s, stream, wide);
 }
 
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,

@@ -22,7 +22,9 @@ namespace gpt::cuda::detail {
 // capability 8.0 or newer.
 bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs);
 
-void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream);
+// wide: 128-query tiles (forward_wide_kernel) instead of 64.
+void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
+                          bool wide = false);
 
 // delta[B, NH, T] = rowsum(dout * out), computed by the caller (the same
 // kernel serves both implementations). ds_pairs > 0: dQ from the score

@@ -407,6 +407,154 @@ __device__ __forceinline__ void store_ds_block(bf16* tile, const uint32_t (&a)[4
   row[kRow8 + 4] = a[3];  // row g + 8
 }
 
+// The forward with 128-query tiles (forward_wide_kernel): each warp owns 32
+// query rows, two 16-row m-tiles, for the whole kernel, so every K and V
+// fragment loaded from shared memory feeds two products instead of one
+// (FlashAttention-2's forward layout), and each K/V tile streamed serves
+// 128 queries, not 64. More registers (both m-tiles' scores and outputs
+// live: 254 registers at sm_90, no spill): 2 blocks of 4 warps per SM, not
+// 4. Per off-diagonal tile (sm_90 PTX) 771 instructions around 128 mma.sync
+// and 32 ldmatrix, against forward_kernel's 481 around 64 and 32. Selected
+// with AttentionKernel::kTensorCoreWide (bench_gpu_attention times both;
+// the trainer takes forward_kernel until a GPU says which is faster).
+constexpr int kWideRows = 2 * kTileRows;
+template <int HS>
+constexpr int forward_wide_smem() { return 6 * kTileBytes<HS>; }  // Q (2 tiles), 2 x (K, V)
+inline dim3 wide_grid(int64_t B, int64_t T, int64_t NH) {
+  return dim3(unsigned((T + kWideRows - 1) / kWideRows), unsigned(B * NH));
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads, 2)
+    forward_wide_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());  // 128 rows: two tiles, contiguous
+  bf16* kv = qs + 2 * kTileElems<HS>;                  // buffer b: K at kv + 2b tiles, V after it
+  const Place at(qkv, nullptr, Tn, C, NH, HS);
+  const int warp = at.warp, g = at.g, t = at.t;
+  const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * kWideRows;  // heaviest tiles first
+  const int64_t stride = 3 * int64_t(C);
+  const int j_end = min(Tn, q0 + kWideRows);
+  const float scale2 = scale * kLog2e;
+  const int row0 = q0 + warp * 32;  // m-tile mt: rows row0 + 16 mt ..
+
+  load_tile<HS>(qs, at.qkv, q0, Tn, stride);
+  load_tile<HS>(qs + kTileElems<HS>, at.qkv, q0 + kTileRows, Tn, stride);
+  cp_async_commit();
+  load_kv<HS>(kv, 0, at.qkv, 0, Tn, C);
+  tile_ready(true);  // Q
+  uint32_t qa[2][HS / 16][4];
+  load_rows<HS>(qa[0], qs, warp * 32);
+  load_rows<HS>(qa[1], qs, warp * 32 + 16);
+  float o[2][HS / 8][4] = {};
+  // Per m-tile, rows g and g + 8: running max of the base-2 scores, this lane's share of the row sum.
+  float m[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l[2][2] = {};
+  auto tile = [&](auto masked, int j0, int b) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
+    // The two key tiles from q0 on are masked: m-tile mt's rows start d[mt] past the tile's first key, so
+    // key column c is masked past row + d; its 8-column blocks past n_last hold only masked keys (none
+    // when d < 0, all when d >= 64) and 16-row blocks past k_last likewise.
+    int d[2], n_last[2], k_last[2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      d[mt] = row0 + 16 * mt - j0;
+      n_last[mt] = !kMasked ? kKeyBlocks - 1 : d[mt] < 0 ? -1 : min(kKeyBlocks - 1, d[mt] / 8 + 1);
+      k_last[mt] = !kMasked ? kTileRows / 16 - 1 : d[mt] < 0 ? -1 : min(kTileRows / 16 - 1, d[mt] / 16);
+    }
+    float s[2][kKeyBlocks][4];
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; n += 2) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = s[mt][n + 1][e] = 0.f;
+      if (n > max(n_last[0], n_last[1])) continue;
+#pragma unroll
+      for (int k = 0; k < HS / 16; ++k) {
+        uint32_t bb[2][2];
+        mma::load_b_col(bb, ks + n * 8 * kLd<HS> + k * 16, kLd<HS>);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if (n > n_last[mt]) continue;
+          mma::mma(s[mt][n], qa[mt][k], bb[0]);
+          mma::mma(s[mt][n + 1], qa[mt][k], bb[1]);
+        }
+      }
+    }
+    uint32_t p[2][kTileRows / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      // The max is taken over the raw scores (scale > 0), scaled once per row.
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if constexpr (kMasked)
+            if (frag_col(n, t, e) > d[mt] + frag_row(g, e)) s[mt][n][e] = -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], s[mt][n][e]);
+        }
+      float alpha[2], neg_m[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // Finite: key 0 (the first tile's) precedes every row, so m is finite from the first tile on, and
+        // an m-tile with every key of this tile masked keeps it (alpha 1, probabilities 0).
+        const float m_new = fmaxf(m[mt][r], quad_max(mx[r]) * scale2);
+        alpha[r] = exp2f(m[mt][r] - m_new);  // 0 on the first tile
+        m[mt][r] = m_new;
+        neg_m[r] = -m_new;
+        l[mt][r] *= alpha[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mt][n][e] = exp2f(fmaf(s[mt][n][e], scale2, neg_m[e / 2]));
+          l[mt][e / 2] += s[mt][n][e];
+        }
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][n][e] *= alpha[e / 2];
+#pragma unroll
+      for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[mt][k], s[mt][2 * k], s[mt][2 * k + 1]);
+    }
+#pragma unroll
+    for (int k = 0; k < kTileRows / 16; ++k) {
+      if (k > max(k_last[0], k_last[1])) continue;
+#pragma unroll
+      for (int n = 0; n < HS / 8; n += 2) {
+        uint32_t bb[2][2];
+        mma::load_b_row(bb, vs + k * 16 * kLd<HS> + n * 8, kLd<HS>);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if (k > k_last[mt]) continue;
+          mma::mma(o[mt][n], p[mt][k], bb[0]);
+          mma::mma(o[mt][n + 1], p[mt][k], bb[1]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with buffer b before it is refilled
+  };
+  int j0 = 0, b = 0;
+  for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
+  for (; j0 < j_end; j0 += kTileRows, b ^= 1) tile(Diagonal{}, j0, b);
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
+    const int r0 = row0 + 16 * mt;
+    store_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, o[mt], r0, Tn, C, 1.f / l0, 1.f / l1);
+    if (t == 0) {
+      if (r0 + g < Tn) lse[int64_t(at.bh) * Tn + r0 + g] = m[mt][0] * kLn2 + logf(l0);
+      if (r0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + r0 + g + 8] = m[mt][1] * kLn2 + logf(l1);
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
 // Blocks per SM the dK/dV kernel is compiled for. On sm_90, 3 (12 warps per
 // SM) holds it to 168 registers, which ptxas meets without spilling by
 // computing S^T's probabilities and packing them before dP^T's; with 2 it
