@@ -66,6 +66,7 @@ struct RunConfig {
   int gemm_autotune = 0;                   // cuda: time up to N cuBLASLt algorithms per GEMM shape (0: heuristic's)
   int attention_ds_mib = 0;                // cuda, bf16: stored attention score gradients (model/attention_ds.hpp);
                                            // 256 on cuda unless given, 0 on the CPU
+  int64_t attention_ds_budget() const { return int64_t(attention_ds_mib) << 20; }  // in bytes
   // checkpoints
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)

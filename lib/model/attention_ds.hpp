@@ -1,4 +1,5 @@
-// Sizing of the stored score gradients of the GPU attention backward.
+// Sizing of the GPU attention backward's scratch: its row terms delta and
+// the stored score gradients.
 //
 // The tensor-core backward (model/cuda/attention_tc_kernels.cuh) can keep
 // the score gradients dS = P (dP - delta) that its dK/dV kernel computes,
@@ -12,7 +13,8 @@
 // A byte budget bounds it: the backward covers the (b, h) pairs in as few
 // launches as the budget allows, or recomputes dQ when a launch would hold
 // too few blocks to fill a GPU. Host-only arithmetic, shared by the model
-// (which allocates the scratch) and the planner's memory model.
+// (which allocates the scratch: model/cuda/attention.hpp) and the planner's
+// memory model (strategies/cost_model.cpp).
 #pragma once
 
 #include <algorithm>
@@ -23,9 +25,12 @@ namespace gpt {
 // The default budget (GPTOptions::attention_ds_budget, --attention-ds-mib).
 constexpr int64_t kAttentionDsDefaultBytes = int64_t(256) << 20;
 
+// The tensor-core kernels' 64-row tiles of a sequence of T.
+inline int64_t attention_tiles(int64_t T) { return (T + 63) / 64; }
+
 // Bytes of stored dS per (b, h) pair at sequence length T.
 inline int64_t attention_ds_bytes_per_pair(int64_t T) {
-  const int64_t tiles = (T + 63) / 64;
+  const int64_t tiles = attention_tiles(T);
   return tiles * (tiles + 1) / 2 * 64 * 64 * 2;
 }
 
@@ -42,8 +47,18 @@ inline int64_t attention_ds_pairs_fit(int64_t B, int64_t T, int64_t NH, int64_t 
 inline int64_t attention_ds_bytes(int64_t B, int64_t T, int64_t NH, int64_t budget) {
   constexpr int64_t kMinBlocks = 512;
   const int64_t pairs = attention_ds_pairs_fit(B, T, NH, budget);
-  const bool worth = pairs == B * NH || pairs * ((T + 63) / 64) >= kMinBlocks;
+  const bool worth = pairs == B * NH || pairs * attention_tiles(T) >= kMinBlocks;
   return worth ? pairs * attention_ds_bytes_per_pair(T) : 0;
+}
+
+// The backward's row terms delta [B, NH, T] in fp32, rounded up to 16 bytes
+// so that the stored dS after them is aligned.
+inline int64_t attention_delta_floats(int64_t B, int64_t T, int64_t NH) { return (B * NH * T + 3) / 4 * 4; }
+
+// All of the backward's scratch, in bytes: delta, then dS within ds_budget
+// (0 for fp32, whose kernels store none).
+inline int64_t attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t NH, int64_t ds_budget) {
+  return 4 * attention_delta_floats(B, T, NH) + attention_ds_bytes(B, T, NH, ds_budget);
 }
 
 }  // namespace gpt

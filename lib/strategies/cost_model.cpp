@@ -118,9 +118,8 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   const int64_t gpu_attention =
-      !w.format.gpu ? 0
-                    : 4 * ((N * H + 3) / 4 * 4) +
-                          (w.format.act_bytes == 2 ? attention_ds_bytes(B, T, H, w.attention_ds_budget) : 0);
+      w.format.gpu ? attention_backward_scratch_bytes(B, T, H, w.format.act_bytes == 2 ? w.attention_ds_budget : 0)
+                   : 0;
   return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes +
          gpu_attention;
 }

@@ -27,7 +27,7 @@ Workload run_workload(const RunConfig& c, int world, int threads, const std::str
   const bool cuda = c.device == DeviceKind::kCuda;
   if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
   w.format.gpu = cuda;
-  w.attention_ds_budget = int64_t(c.attention_ds_mib) << 20;
+  w.attention_ds_budget = c.attention_ds_budget();
   return w;
 }
 

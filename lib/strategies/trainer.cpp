@@ -259,7 +259,7 @@ struct Trainer::Impl {
 
   GPTOptions model_options() const {
     GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
-    o.attention_ds_budget = int64_t(cfg.attention_ds_mib) << 20;
+    o.attention_ds_budget = cfg.attention_ds_budget();
     return o;
   }
 

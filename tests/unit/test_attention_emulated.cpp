@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "gpu/kernel_test_util.hpp"
+#include "model/attention_ds.hpp"
 #include "model/cpu/attention.hpp"
 
 namespace gpt::cuda::detail {
@@ -93,7 +94,7 @@ void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, co
   if constexpr (std::is_same_v<T, bf16>) {
     if (f == Family::kTensorCoreDsBf16) {
       const int pairs = k.B * k.NH, chunk = (pairs + 1) / 2;
-      Guarded<bf16> ds(size_t(chunk * tc::ds_tiles_per_pair(k.T) * tc::kDsTileElems));
+      Guarded<bf16> ds(size_t(chunk * attention_ds_bytes_per_pair(k.T)) / sizeof(bf16));
       for (int bh0 = 0; bh0 < pairs; bh0 += chunk) {
         const dim3 grid = tc::tile_grid_pairs(k.T, std::min(chunk, pairs - bh0));
         emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {

@@ -89,7 +89,7 @@ void attention_backward(T* dqkv, float* scratch, int64_t scratch_floats, const T
     delta_hs<T, 64>(delta, dout, out, s, stream);
   if (use_tensor_cores<T>(kernel, s, {dqkv, dout, qkv})) {
     if constexpr (std::is_same_v<T, bf16>) {
-      const int64_t delta_floats = attention_delta_floats(s);
+      const int64_t delta_floats = attention_delta_floats(s.B, s.T, s.NH);
       const int64_t pairs = attention_ds_pairs_fit(s.B, s.T, s.NH, (scratch_floats - delta_floats) * 4);
       detail::attention_backward_tc(dqkv, delta, dout, qkv, lse, s, stream,
                                     reinterpret_cast<bf16*>(scratch + delta_floats), pairs);

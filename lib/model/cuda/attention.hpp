@@ -51,9 +51,8 @@ void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s
 // [B, NH, T] (rounded up to 16 bytes); with a budget of `ds_budget` bytes
 // for the tensor-core kernels' stored score gradients (bf16 only;
 // model/attention_ds.hpp), room for them after it.
-inline int64_t attention_delta_floats(const AttentionShape& s) { return (s.B * s.NH * s.T + 3) / 4 * 4; }
 inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t ds_budget = 0) {
-  return attention_delta_floats(s) + attention_ds_bytes(s.B, s.T, s.NH, ds_budget) / 4;
+  return attention_backward_scratch_bytes(s.B, s.T, s.NH, ds_budget) / 4;
 }
 
 // dqkv[B, T, 3C] = gradient wrt qkv (overwritten) given dout[B, T, C] and

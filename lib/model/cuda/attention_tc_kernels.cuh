@@ -90,11 +90,8 @@ inline dim3 tile_grid_pairs(int64_t T, int64_t pairs) { return tile_grid(1, T, p
 // chunk, one dense 64 x 64 tile per pair of query tile i and key tile
 // j <= i, in dS^T's layout (row = key, column = query, as the dK/dV kernel
 // holds it), tiles in the order (0, 0), (1, 0), (1, 1), (2, 0), ...
+// (model/attention_ds.hpp sizes it: attention_ds_bytes_per_pair.)
 constexpr int kDsTileElems = kTileRows * kTileRows;
-inline int64_t ds_tiles_per_pair(int64_t T) {
-  const int64_t n = (T + kTileRows - 1) / kTileRows;
-  return n * (n + 1) / 2;
-}
 // Tile (i, 0) of the launch's pair blockIdx.y; (i, j) follows at j tiles.
 __device__ __forceinline__ int64_t ds_row_offset(int Tn, int i) {
   const int64_t n = (Tn + kTileRows - 1) / kTileRows;
@@ -299,10 +296,11 @@ __device__ __forceinline__ int frag_col(int n, int t, int e) { return 8 * n + 2 
 // every other tile all keys precede all queries. Rows and columns past Tn
 // need none either: their Q/K/V/dO rows are zero-filled, padded query rows
 // get lse = +inf in the backward (held negated, -inf: probability
-// exp2(-inf) = 0; delta 0), and padded keys occur only in the diagonal tile, where for every stored row i
-// < Tn they lie past i. So the kernels run one tile function in two
-// compiled forms, kDiagonal true for the diagonal tile only, and the other
-// tiles carry no index arithmetic, compares or block skipping at all.
+// exp2(-inf) = 0; delta 0), and padded keys occur only in the diagonal
+// tile, where for every stored row i < Tn they lie past i. So the kernels
+// run one tile function in two compiled forms, kDiagonal true for the
+// diagonal tile only, and the other tiles carry no index arithmetic,
+// compares or block skipping at all.
 using Diagonal = std::true_type;
 using OffDiagonal = std::false_type;
 
@@ -310,6 +308,67 @@ using OffDiagonal = std::false_type;
 // of score columns 8n + 2t and 8n + 2t + 1, from a tile's staged rows.
 __device__ __forceinline__ float2 row_pair(const float* rows, int n, int t) {
   return *reinterpret_cast<const float2*>(rows + 8 * n + 2 * t);
+}
+
+// One online-softmax step of the forward for a warp's 16-row m-tile: its
+// scores s against a 64-key tile (raw, scaled here), with kMasked the keys
+// past row + d masked (d: how far the m-tile's first row lies past the
+// tile's first key), update the running max m and this lane's share of the
+// row sum l (rows g and g + 8), rescale the output accumulator o, and pack
+// the probabilities into P's A fragments p. m stays finite: every row sees
+// key 0 in the first tile, so a later tile whose keys are all masked leaves
+// m as it is (alpha 1, probabilities 0).
+template <bool kMasked, int HS>
+__device__ __forceinline__ void softmax_step(float (&s)[kKeyBlocks][4], float (&m)[2], float (&l)[2],
+                                             float (&o)[HS / 8][4], uint32_t (&p)[kTileRows / 16][4], int d,
+                                             float scale2, int g, int t) {
+  // The max is taken over the raw scores (scale > 0), scaled once per row.
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kMasked)
+        if (frag_col(n, t, e) > d + frag_row(g, e)) s[n][e] = -INFINITY;
+      mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+    }
+  float alpha[2], neg_m[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = fmaxf(m[r], quad_max(mx[r]) * scale2);
+    alpha[r] = exp2f(m[r] - m_new);  // 0 on the first tile
+    m[r] = m_new;
+    neg_m[r] = -m_new;
+    l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int n = 0; n < kKeyBlocks; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = exp2f(fmaf(s[n][e], scale2, neg_m[e / 2]));
+      l[e / 2] += s[n][e];
+    }
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+#pragma unroll
+  for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[k], s[2 * k], s[2 * k + 1]);
+}
+
+// The forward's end for a warp's 16-row m-tile from row0: the output rows
+// (o over the row sums) into out (the head's column 0; rows at or past Tn
+// skipped) and, by one lane per quad, the natural-log log-sum-exp of rows
+// g and g + 8 into lse (the head's row 0).
+template <int HS>
+__device__ __forceinline__ void finish_rows(bf16* out, float* lse, const float (&o)[HS / 8][4], const float (&m)[2],
+                                            const float (&l)[2], int row0, int Tn, int C, int g, int t) {
+  const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
+  store_rows<HS>(out, o, row0, Tn, C, 1.f / l0, 1.f / l1);
+  if (t == 0) {
+    if (row0 + g < Tn) lse[row0 + g] = m[0] * kLn2 + logf(l0);
+    if (row0 + g + 8 < Tn) lse[row0 + g + 8] = m[1] * kLn2 + logf(l1);
+  }
 }
 
 // 4 blocks per SM (128 registers; unbounded, ptxas takes 133 and 3 fit).
@@ -341,52 +400,16 @@ __global__ void __launch_bounds__(kThreads, 4)
     // On the diagonal tile, keys past the warp's last row are masked (and skipped).
     float s[kKeyBlocks][4];
     scores<HS>(s, qa, ks, 0, kDiagonal ? 2 * warp + 1 : kKeyBlocks - 1);
-    // The max is taken over the raw scores (scale > 0), scaled once per row.
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if constexpr (kDiagonal)
-          if (frag_col(n, t, e) > warp * 16 + frag_row(g, e)) s[n][e] = -INFINITY;
-        mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
-      }
-    float alpha[2], neg_m[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m_new = fmaxf(m[r], quad_max(mx[r]) * scale2);  // key j0 <= i is never masked: finite
-      alpha[r] = exp2f(m[r] - m_new);                              // 0 on the first tile
-      m[r] = m_new;
-      neg_m[r] = -m_new;
-      l[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(fmaf(s[n][e], scale2, neg_m[e / 2]));
-        l[e / 2] += s[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < HS / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
     uint32_t p[kTileRows / 16][4];
-#pragma unroll
-    for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[k], s[2 * k], s[2 * k + 1]);
+    softmax_step<kDiagonal, HS>(s, m, l, o, p, warp * 16, scale2, g, t);
     accumulate<HS>(o, p, vs, 0, kDiagonal ? warp : kTileRows / 16 - 1);
     __syncthreads();  // every warp is done with buffer b before it is refilled
   };
   int j0 = 0, b = 0;
   for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
   tile(Diagonal{}, j0, b);
-  const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
-  const int row0 = q0 + warp * 16;
-  store_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, o, row0, Tn, C, 1.f / l0, 1.f / l1);
-  if (t == 0) {
-    if (row0 + g < Tn) lse[int64_t(at.bh) * Tn + row0 + g] = m[0] * kLn2 + logf(l0);
-    if (row0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + row0 + g + 8] = m[1] * kLn2 + logf(l1);
-  }
+  finish_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, lse + int64_t(at.bh) * Tn, o, m, l,
+                  q0 + warp * 16, Tn, C, g, t);
 #else
   __trap();
 #endif
@@ -484,42 +507,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     uint32_t p[2][kTileRows / 16][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      // The max is taken over the raw scores (scale > 0), scaled once per row.
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeyBlocks; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if constexpr (kMasked)
-            if (frag_col(n, t, e) > d[mt] + frag_row(g, e)) s[mt][n][e] = -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], s[mt][n][e]);
-        }
-      float alpha[2], neg_m[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // Finite: key 0 (the first tile's) precedes every row, so m is finite from the first tile on, and
-        // an m-tile with every key of this tile masked keeps it (alpha 1, probabilities 0).
-        const float m_new = fmaxf(m[mt][r], quad_max(mx[r]) * scale2);
-        alpha[r] = exp2f(m[mt][r] - m_new);  // 0 on the first tile
-        m[mt][r] = m_new;
-        neg_m[r] = -m_new;
-        l[mt][r] *= alpha[r];
-      }
-#pragma unroll
-      for (int n = 0; n < kKeyBlocks; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mt][n][e] = exp2f(fmaf(s[mt][n][e], scale2, neg_m[e / 2]));
-          l[mt][e / 2] += s[mt][n][e];
-        }
-#pragma unroll
-      for (int n = 0; n < HS / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[mt][n][e] *= alpha[e / 2];
-#pragma unroll
-      for (int k = 0; k < kTileRows / 16; ++k) mma::a_from_c(p[mt][k], s[mt][2 * k], s[mt][2 * k + 1]);
-    }
+    for (int mt = 0; mt < 2; ++mt) softmax_step<kMasked, HS>(s[mt], m[mt], l[mt], o[mt], p[mt], d[mt], scale2, g, t);
 #pragma unroll
     for (int k = 0; k < kTileRows / 16; ++k) {
       if (k > max(k_last[0], k_last[1])) continue;
@@ -541,15 +529,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
   for (; j0 < j_end; j0 += kTileRows, b ^= 1) tile(Diagonal{}, j0, b);
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
-    const int r0 = row0 + 16 * mt;
-    store_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, o[mt], r0, Tn, C, 1.f / l0, 1.f / l1);
-    if (t == 0) {
-      if (r0 + g < Tn) lse[int64_t(at.bh) * Tn + r0 + g] = m[mt][0] * kLn2 + logf(l0);
-      if (r0 + g + 8 < Tn) lse[int64_t(at.bh) * Tn + r0 + g + 8] = m[mt][1] * kLn2 + logf(l1);
-    }
-  }
+  for (int mt = 0; mt < 2; ++mt)
+    finish_rows<HS>(out + int64_t(at.b) * Tn * C + int64_t(at.h) * HS, lse + int64_t(at.bh) * Tn, o[mt], m[mt],
+                    l[mt], row0 + 16 * mt, Tn, C, g, t);
 #else
   __trap();
 #endif

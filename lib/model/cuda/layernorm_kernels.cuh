@@ -124,9 +124,10 @@ __global__ void layernorm_backward_kernel(T* dinp, float* scratch, const T* dout
 // arithmetic in the same order as layernorm_forward_kernel (so the same
 // bits: the products that meet an addition are explicit fmaf in both, so no
 // compiler's contraction choices can differ between them), with the row
-// read from memory once, into registers, instead of once per pass (three times; the later reads mostly hit L1 but still cost
-// issue slots and L1 bandwidth: 18 us a call against 12 us of bytes for
-// gpt2-124m's 16384 x 768 on the H200).
+// read from memory once, into registers, instead of once per pass (three
+// times; the later reads mostly hit L1 but still cost issue slots and L1
+// bandwidth: 18 us a call against 12 us of bytes for gpt2-124m's
+// 16384 x 768 on the H200).
 template <typename T, int W>
 __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, const T* inp, const T* w,
                                               const T* bias, int64_t N, int64_t C) {
