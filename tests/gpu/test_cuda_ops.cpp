@@ -174,8 +174,7 @@ TYPED_TEST(CudaOps, BiasGradient) {
 }
 
 template <typename T>
-void check_layernorm(int64_t C) {
-  const int64_t N = 37;
+void check_layernorm(int64_t N, int64_t C) {
   auto x = input<T>(N * C, 2.f, 11), w = input<T>(C, 1.f, 12), b = input<T>(C, 0.5f, 13);
   const auto dy = input<T>(N * C, 1.f, 14);
   for (int64_t i = 0; i < N * C; ++i) x[i] += 3.f;  // a large mean: the two-pass variance must hold up
@@ -200,15 +199,22 @@ void check_layernorm(int64_t C) {
   gdw.check_guards();
 }
 
-// C = 200: rows of 16-byte vectors; C = 37: the scalar kernels. Both keep
-// the backward's rows in registers; C = 1040 (16-byte vectors) and C = 301
-// (scalar) are too wide for that (more than kRowChunks chunks per lane) and
-// take the backward kernel that accumulates in scratch.
+// Every backward kernel: C / 32 / W rounded up is the rows kernel's chunks
+// per lane (1 to 4), where W is 8 (bf16) or 4 (fp32) when W divides C, else
+// 1. bf16: 200, 512, 768 and 1000 take 1 to 4 chunks of 16 bytes; 21, 37,
+// 70 and 101 (and 100) 1 to 4 scalar chunks; 1040 (16-byte) and 300 and
+// 301 (scalar) are too wide for registers and take the kernel that
+// accumulates in scratch. fp32: 100, 200, 300 and 512 take 1 to 4 chunks
+// of 16 bytes, 21, 37, 70 and 101 scalar ones; 768, 1000, 1040 and 301 the
+// scratch kernel. N = 2085 rows is more than two per warp of the backward's
+// grid (1024 warps), whose rows kernel loads a warp's next row while it
+// computes one; N = 37 leaves most warps without a row.
 TYPED_TEST(CudaOps, LayerNormForwardBackward) {
-  for (int64_t C : {200, 37, 1040, 301}) {
-    SCOPED_TRACE(testing::Message() << "C = " << C);
-    check_layernorm<TypeParam>(C);
-  }
+  for (int64_t N : {37, 2085})
+    for (int64_t C : {21, 37, 70, 100, 101, 200, 300, 301, 512, 768, 1000, 1040}) {
+      SCOPED_TRACE(testing::Message() << "N = " << N << ", C = " << C);
+      check_layernorm<TypeParam>(N, C);
+    }
 }
 
 // Both kernels in bf16 (tensor cores and CUDA cores), the CUDA-core kernels

@@ -58,9 +58,10 @@ void for_each_width(Body body) {
 }
 
 // rows: layernorm_forward_rows_kernel and layernorm_backward_rows_kernel
-// (rows in registers), else layernorm_forward_kernel and
-// layernorm_backward_kernel; the launchers pick by C / W. The two forward
-// kernels must agree bit for bit (same arithmetic, same order).
+// (rows in registers; the backward with the launcher's chunks per lane),
+// else layernorm_forward_kernel and layernorm_backward_kernel; the
+// launchers pick by C / W. The two forward kernels must agree bit for bit
+// (same arithmetic, same order).
 template <typename T, int W>
 void check_layernorm(bool rows) {
   using namespace layernorm_impl;
@@ -100,7 +101,7 @@ void check_layernorm(bool rows) {
     EXPECT_EQ(other_rstd, grstd);
   }
   emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
-    (rows ? layernorm_backward_rows_kernel<T, W> : layernorm_backward_kernel<T, W>)(
+    (rows ? layernorm_backward_kernel_for<T, W>(C) : layernorm_backward_kernel<T, W>)(
         gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);
   });
   emulated_cuda::launch(param_grad_grid(C), param_grad_block(), 0, [&] {

@@ -23,8 +23,7 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, float* scratch, const T* dout, const T* inp, const T* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {dinp, dout, inp, w}), [&](auto width) {
-    const auto kernel = C / width() <= 32 * kRowChunks ? layernorm_backward_rows_kernel<T, width()>
-                                                       : layernorm_backward_kernel<T, width()>;
+    const auto kernel = layernorm_backward_kernel_for<T, width()>(C);
     detail::launch_kernel(kernel, kBackwardWarps / kBackwardWarpsPerBlock, 32 * kBackwardWarpsPerBlock, 0, s, dinp,
                           scratch, dout, inp, w, mean, rstd, N, C);
   });
