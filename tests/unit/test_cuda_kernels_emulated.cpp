@@ -82,7 +82,8 @@ void check_layernorm(bool rows) {
 
   auto gx = to<T>(x), gw = to<T>(w), gb = to<T>(b), gdy = to<T>(dy), gout = std::vector<T>(N * C);
   auto gdx = to<T>(dx0), gdw = to<T>(dw0), gdb = to<T>(db0);
-  // NaN: the rows kernel must write every partial row, including those of warps with no rows.
+  // NaN: every partial row the param-grad kernel reads must be written, including those of warps (scratch
+  // kernel) or blocks (rows kernel) with no rows.
   std::vector<float> gmean(N), grstd(N), scratch(size_t(kBackwardWarps) * 2 * C, NAN);
   const dim3 forward_grid(unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock));
   emulated_cuda::launch(forward_grid, 32 * kRowsPerBlock, 0, [&] {
@@ -100,12 +101,13 @@ void check_layernorm(bool rows) {
     EXPECT_EQ(other_mean, gmean);
     EXPECT_EQ(other_rstd, grstd);
   }
-  emulated_cuda::launch(dim3(kBackwardWarps / kBackwardWarpsPerBlock), 32 * kBackwardWarpsPerBlock, 0, [&] {
-    (rows ? layernorm_backward_kernel_for<T, W>(C) : layernorm_backward_kernel<T, W>)(
-        gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);
+  const LayerNormBackwardPlan<T> plan =
+      rows ? layernorm_backward_plan<T, W>(C) : LayerNormBackwardPlan<T>{layernorm_backward_kernel<T, W>, kBackwardWarps};
+  emulated_cuda::launch(dim3(kBackwardBlocks), 32 * kBackwardWarpsPerBlock, 0, [&] {
+    plan.kernel(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);
   });
   emulated_cuda::launch(param_grad_grid(C), param_grad_block(), 0, [&] {
-    layernorm_param_grad_kernel<T>(gdw.data(), gdb.data(), scratch.data(), kBackwardWarps, C);
+    layernorm_param_grad_kernel<T>(gdw.data(), gdb.data(), scratch.data(), plan.parts, C);
   });
   EXPECT_LE(rel_error(widen(gout), out), tolerance<T>()) << "out";
   EXPECT_LE(rel_error(gmean, mean), 1e-5) << "mean";

@@ -23,12 +23,12 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dw, T* db, float* scratch, const T* dout, const T* inp, const T* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t s) {
   with_width<T>(vector_width<T>(C, {dinp, dout, inp, w}), [&](auto width) {
-    const auto kernel = layernorm_backward_kernel_for<T, width()>(C);
-    detail::launch_kernel(kernel, kBackwardWarps / kBackwardWarpsPerBlock, 32 * kBackwardWarpsPerBlock, 0, s, dinp,
-                          scratch, dout, inp, w, mean, rstd, N, C);
+    const LayerNormBackwardPlan<T> plan = layernorm_backward_plan<T, width()>(C);
+    detail::launch_kernel(plan.kernel, kBackwardBlocks, 32 * kBackwardWarpsPerBlock, 0, s, dinp, scratch, dout, inp,
+                          w, mean, rstd, N, C);
+    detail::launch_kernel(layernorm_param_grad_kernel<T>, param_grad_grid(C), param_grad_block(), 0, s, dw, db,
+                          scratch, plan.parts, C);
   });
-  detail::launch_kernel(layernorm_param_grad_kernel<T>, param_grad_grid(C), param_grad_block(), 0, s, dw, db,
-                        scratch, kBackwardWarps, C);
 }
 
 #define GPT_INSTANTIATE(T)                                                                                        \

@@ -175,7 +175,7 @@ __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, 
 // arrays are sized by it, not by kRowChunks: registers are what limits this
 // kernel). Warp k of the grid handles rows k, k + nwarps, ... as
 // layernorm_backward_kernel does, with the same arithmetic in the same
-// order (so the same bits), but:
+// order (so dinp gets the same bits), but:
 //  - reads each row once (dout, inp and dinp together, into registers) and
 //    w once per kernel;
 //  - loads row r + nwarps while it computes row r. A grid of kBackwardWarps
@@ -183,10 +183,14 @@ __global__ void layernorm_forward_rows_kernel(T* out, float* mean, float* rstd, 
 //    and stores one row at a time has loads in flight only a part of the
 //    time: 44 us a call for gpt2-124m's 16384 x 768 bf16 rows on the H200,
 //    about twice their bytes' time;
-//  - keeps its dw | db partial sums in registers and writes scratch row k
-//    once at the end (no read-modify-write of scratch per row). Every
-//    scratch row is written, as layernorm_param_grad_kernel requires.
+//  - keeps its dw | db partial sums in registers (no read-modify-write of
+//    scratch per row) and at the end adds the block's warps' sums in warp
+//    order: scratch row b is block b's, kBackwardBlocks rows in all, every
+//    one written, as layernorm_param_grad_kernel requires. (1024 rows, one
+//    per warp, took layernorm_param_grad_kernel 10 us a call on the H200:
+//    24 blocks for 768 columns, each lane adding 64 rows.)
 inline int row_chunks(int64_t chunks) { return int((chunks + 31) / 32); }
+constexpr int kBackwardBlocks = kBackwardWarps / kBackwardWarpsPerBlock;
 template <typename T, int W, int Q>
 __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
     layernorm_backward_rows_kernel(T* dinp, float* scratch, const T* dout, const T* inp, const T* w,
@@ -251,28 +255,56 @@ __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
     });
     cur = next;
   }
-  float* part = scratch + int64_t(warp) * 2 * C;
-  each_chunk([&](int q, int64_t c) {
+  // The running sum of warps 0..w-1, element k of chunk c at k * chunks + c
+  // (the lanes of a warp at consecutive addresses: no bank conflicts).
+  __shared__ float sums[2][32 * Q * W];
+  float* part = scratch + int64_t(blockIdx.x) * 2 * C;
+  const int wib = threadIdx.x / 32;
+  for (int w = 0; w < kBackwardWarpsPerBlock; ++w) {
+    if (wib == w)
+      each_chunk([&](int q, int64_t c) {
+        float sw[W], sb[W];
 #pragma unroll
-    for (int k = 0; k < W; ++k) {
-      part[c * W + k] = gw[q][k];
-      part[C + c * W + k] = gb[q][k];
-    }
-  });
+        for (int k = 0; k < W; ++k) {
+          sw[k] = w == 0 ? gw[q][k] : sums[0][k * chunks + c] + gw[q][k];
+          sb[k] = w == 0 ? gb[q][k] : sums[1][k * chunks + c] + gb[q][k];
+          if (w + 1 < kBackwardWarpsPerBlock) {
+            sums[0][k * chunks + c] = sw[k];
+            sums[1][k * chunks + c] = sb[k];
+          }
+        }
+        if (w + 1 == kBackwardWarpsPerBlock)
+#pragma unroll
+          for (int k = 0; k < W; ++k) {
+            part[c * W + k] = sw[k];
+            part[C + c * W + k] = sb[k];
+          }
+      });
+    __syncthreads();
+  }
 }
 
-// The backward kernel for rows of C columns at width W: the rows kernel
-// with as many chunks per lane as the row needs, or, for wider rows, the
-// scratch kernel.
+// The backward kernel for rows of C columns at width W, and the partial
+// rows it leaves in scratch: the rows kernel with as many chunks per lane as
+// the row needs (one partial row per block), or, for wider rows, the
+// scratch kernel (one per warp).
+template <typename T>
+using LayerNormBackwardKernel = void (*)(T*, float*, const T*, const T*, const T*, const float*, const float*,
+                                         int64_t, int64_t);
+template <typename T>
+struct LayerNormBackwardPlan {
+  LayerNormBackwardKernel<T> kernel;
+  int parts;
+};
 template <typename T, int W>
-auto layernorm_backward_kernel_for(int64_t C) {
+LayerNormBackwardPlan<T> layernorm_backward_plan(int64_t C) {
   static_assert(kRowChunks == 4, "one case per chunk count");
   switch (row_chunks(C / W)) {
-    case 1: return layernorm_backward_rows_kernel<T, W, 1>;
-    case 2: return layernorm_backward_rows_kernel<T, W, 2>;
-    case 3: return layernorm_backward_rows_kernel<T, W, 3>;
-    case 4: return layernorm_backward_rows_kernel<T, W, 4>;
-    default: return layernorm_backward_kernel<T, W>;
+    case 1: return {layernorm_backward_rows_kernel<T, W, 1>, kBackwardBlocks};
+    case 2: return {layernorm_backward_rows_kernel<T, W, 2>, kBackwardBlocks};
+    case 3: return {layernorm_backward_rows_kernel<T, W, 3>, kBackwardBlocks};
+    case 4: return {layernorm_backward_rows_kernel<T, W, 4>, kBackwardBlocks};
+    default: return {layernorm_backward_kernel<T, W>, kBackwardWarps};
   }
 }
 
