@@ -162,10 +162,15 @@ nlohmann::json time_bias_grad(const Layer& l, int width, Filler& fill, cuda::Dev
   const auto A = MemCategory::kActivations;
   cuda::DeviceBuffer<T> dout(l.N * l.OC, A, alloc), db(l.OC, A, alloc);
   cuda::DeviceBuffer<float> scratch(size_t(cuda::bias_grad_scratch(l.N, l.OC)), MemCategory::kScratch, alloc);
+  cuda::DeviceBuffer<unsigned> arrivals(size_t(cuda::bias_grad_arrivals(l.OC)), MemCategory::kScratch, alloc);
+  GPT_CUDA_OK(cudaMemsetAsync(arrivals.data(), 0, arrivals.size() * sizeof(unsigned), s));
   fill.fill(dout);
   int elems = 0;  // what the launcher chose
   const double ms = bench::time_ms(
-      [&] { elems = cuda::bias_grad(db.data(), dout.data(), scratch.data(), l.N, l.OC, s, width); }, iters, s);
+      [&] {
+        elems = cuda::bias_grad(db.data(), dout.data(), scratch.data(), arrivals.data(), l.N, l.OC, s, width);
+      },
+      iters, s);
   const double bytes = double(l.N) * double(l.OC) * sizeof(T);
   const double gbps = ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0;
   std::printf("  %-8s %7lld %6lld %6d %9.3f %9.1f\n", l.op, (long long)l.N, (long long)l.OC, elems, ms, gbps);

@@ -155,10 +155,16 @@ TYPED_TEST(CudaOps, BiasGradient) {
         for (int64_t c = 0; c < OC; ++c) want[c] += dout[r * OC + c];
       Dev<T> d_dout(dout);
       Dev<float> scratch(size_t(bias_grad_scratch(N, OC)));
+      // Counters as floats: zero bits, and any count left behind reads non-zero.
+      const std::vector<float> zeros(size_t(bias_grad_arrivals(OC)), 0.f);
+      Dev<float> arrivals(zeros);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
         Dev<T> db(db0);
-        bias_grad(db.data(), d_dout.data(), scratch.data(), N, OC, nullptr);
+        bias_grad(db.data(), d_dout.data(), scratch.data(), reinterpret_cast<unsigned*>(arrivals.data()), N, OC,
+                  nullptr);
+        EXPECT_EQ(arrivals.download(), zeros) << "arrival counters not left at zero";
+        arrivals.check_guards();
         const std::vector<float> got = db.download();
         expect_close<T>(got, want, "dbias");
         db.check_guards();

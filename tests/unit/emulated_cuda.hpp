@@ -9,7 +9,7 @@
 //    block at a time; warps are formed from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
 //    __shfl_xor_sync (through a per-warp exchange slot and two barriers),
-//    atomicAdd on unsigned and __threadfence (trivially: blocks run one
+//    atomicAdd on unsigned, __threadfence and __ldcg (trivially: blocks run one
 //    after another, so a "last block to arrive" sees every other block's
 //    writes).
 //    A thread runs until it waits at a barrier, then the next one runs: a
@@ -421,6 +421,11 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return old;
 }
 inline void __threadfence() {}
+// An L2 (cache-global) load: here every store is visible to the loads after it.
+template <typename T>
+inline T __ldcg(const T* p) {
+  return *p;
+}
 
 namespace emulated_cuda {
 

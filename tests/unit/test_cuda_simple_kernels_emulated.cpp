@@ -147,13 +147,12 @@ std::vector<float> bias_grad_sums(const std::vector<float>& dout, const std::vec
   namespace impl = bias_grad_impl;
   Guarded<T> gdout(dout), gdbias(dbias0);
   Guarded<float> partial(size_t(l.parts * OC));
-  emulated_cuda::launch(l.partial_grid, l.partial_block, 0, [&] {
-    impl::bias_grad_partial_kernel<W, T>(partial.data(), gdout.data(), N, OC, l.chunk);
+  Guarded<unsigned> arrivals(std::vector<float>(l.grid.x, 0.f));
+  emulated_cuda::launch(l.grid, l.block, 0, [&] {
+    impl::bias_grad_kernel<W, T>(gdbias.data(), partial.data(), arrivals.data(), gdout.data(), N, OC, l.chunk);
   });
-  emulated_cuda::launch(l.final_grid, l.final_block, 0, [&] {
-    impl::bias_grad_final_kernel<T>(gdbias.data(), partial.data(), l.parts, OC);
-  });
-  EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact());
+  EXPECT_TRUE(gdbias.guards_intact() && partial.guards_intact() && arrivals.guards_intact());
+  EXPECT_EQ(arrivals.values(), std::vector<float>(l.grid.x, 0.f)) << "arrival counters not left at zero";
   return gdbias.values();
 }
 
@@ -178,7 +177,7 @@ TYPED_TEST(EmulatedSimpleKernels, BiasGradient) {
       EXPECT_LE(rel_error(bias_grad_sums<T, V>(dout, dbias0, N, OC, vec), want), tolerance<T>()) << "vectors";
       // The scalar plan's parts with vector lanes (the grid's x shrinks by V).
       impl::LaunchPlan same = scalar;
-      same.partial_grid.x = unsigned((OC + 32 * V - 1) / (32 * V));
+      same.grid.x = unsigned((OC + 32 * V - 1) / (32 * V));
       const auto got_vec = bias_grad_sums<T, V>(dout, dbias0, N, OC, same);
       EXPECT_EQ(got_vec, got) << "vectors, the scalar plan's parts";
     }

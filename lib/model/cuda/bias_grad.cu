@@ -12,20 +12,23 @@ using namespace detail::bias_grad_impl;
 // Enough for either width (the vectorised one has at least as many parts).
 int64_t bias_grad_scratch(int64_t N, int64_t OC) { return std::max(parts_for<1>(N), parts_for<8>(N)) * OC; }
 
+// One per column group; the most groups are one column per lane's.
+int64_t bias_grad_arrivals(int64_t OC) { return (OC + 31) / 32; }
+
 template <typename T>
-int bias_grad(T* dbias, const T* dout, float* scratch, int64_t N, int64_t OC, cudaStream_t s, int width) {
+int bias_grad(T* dbias, const T* dout, float* scratch, unsigned* arrivals, int64_t N, int64_t OC, cudaStream_t s,
+              int width) {
   const int used = width == 1 ? 1 : vector_width<T>(OC, {dout});
   with_width<T>(used, [&](auto w) {
     constexpr int W = decltype(w)::value;
     const LaunchPlan l = launch_plan<W>(N, OC);
-    detail::launch_kernel(bias_grad_partial_kernel<W, T>, l.partial_grid, l.partial_block, 0, s, scratch, dout, N,
-                          OC, l.chunk);
-    detail::launch_kernel(bias_grad_final_kernel<T>, l.final_grid, l.final_block, 0, s, dbias, scratch, l.parts, OC);
+    detail::launch_kernel(bias_grad_kernel<W, T>, l.grid, l.block, 0, s, dbias, scratch, arrivals, dout, N, OC,
+                          l.chunk);
   });
   return used;
 }
 
-template int bias_grad<float>(float*, const float*, float*, int64_t, int64_t, cudaStream_t, int);
-template int bias_grad<bf16>(bf16*, const bf16*, float*, int64_t, int64_t, cudaStream_t, int);
+template int bias_grad<float>(float*, const float*, float*, unsigned*, int64_t, int64_t, cudaStream_t, int);
+template int bias_grad<bf16>(bf16*, const bf16*, float*, unsigned*, int64_t, int64_t, cudaStream_t, int);
 
 }  // namespace gpt::cuda

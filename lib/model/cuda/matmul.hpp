@@ -130,6 +130,7 @@ class Matmul {
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<char> workspace_;
   DeviceBuffer<float> bias_scratch_;
+  DeviceBuffer<unsigned> bias_arrivals_;  // bias_grad's counters: zero between calls
   std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>> plans_;
   bool fusion_ = true;
   std::array<GeluEpilogueCheck, 2> gelu_check_;  // fp32, bf16
