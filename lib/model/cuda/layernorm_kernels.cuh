@@ -259,21 +259,21 @@ __global__ void __launch_bounds__(32 * kBackwardWarpsPerBlock)
   // (the lanes of a warp at consecutive addresses: no bank conflicts).
   __shared__ float sums[2][32 * Q * W];
   float* part = scratch + int64_t(blockIdx.x) * 2 * C;
-  const int wib = threadIdx.x / 32;
-  for (int w = 0; w < kBackwardWarpsPerBlock; ++w) {
-    if (wib == w)
+  const int my_turn = threadIdx.x / 32;  // warps add their sums in turn, in warp order
+  for (int turn = 0; turn < kBackwardWarpsPerBlock; ++turn) {
+    if (my_turn == turn)
       each_chunk([&](int q, int64_t c) {
         float sw[W], sb[W];
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-          sw[k] = w == 0 ? gw[q][k] : sums[0][k * chunks + c] + gw[q][k];
-          sb[k] = w == 0 ? gb[q][k] : sums[1][k * chunks + c] + gb[q][k];
-          if (w + 1 < kBackwardWarpsPerBlock) {
+          sw[k] = turn == 0 ? gw[q][k] : sums[0][k * chunks + c] + gw[q][k];
+          sb[k] = turn == 0 ? gb[q][k] : sums[1][k * chunks + c] + gb[q][k];
+          if (turn + 1 < kBackwardWarpsPerBlock) {
             sums[0][k * chunks + c] = sw[k];
             sums[1][k * chunks + c] = sb[k];
           }
         }
-        if (w + 1 == kBackwardWarpsPerBlock)
+        if (turn + 1 == kBackwardWarpsPerBlock)
 #pragma unroll
           for (int k = 0; k < W; ++k) {
             part[c * W + k] = sw[k];
