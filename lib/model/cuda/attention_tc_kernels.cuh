@@ -207,45 +207,80 @@ __device__ __forceinline__ const bf16* kv_step(bf16* kv, int b, const bf16* qkv,
   return kv + 2 * b * kTileElems<HS>;
 }
 
-// s[n] = A B^T for the 8-column blocks n, in pairs, from the pair holding
-// n_first to the one holding n_last (the others are zero): A is 16 x HS (a:
-// this warp's 16 rows, in registers), B^T's columns are the rows of the
-// shared tile `rows` (64 rows; kN / 8 of them for fewer blocks).
-template <int HS, int kN = kKeyBlocks>
-__device__ __forceinline__ void scores(float (&s)[kN][4], const uint32_t (&a)[HS / 16][4], const bf16* rows,
-                                       int n_first, int n_last) {
+// s[m][n] = A_m B^T for M m-tiles of 16 rows (a[m]: their A fragments, 16 x
+// HS, in registers) and the 8-column blocks n, in pairs, from the pair
+// holding n_first to the one holding n_last[m] (the others are zero); B^T's
+// columns are the rows of the shared tile `rows` (64 rows; kN / 8 of them
+// for fewer blocks). Each B fragment loaded feeds all M m-tiles' products.
+template <int HS, int kN, int M>
+__device__ __forceinline__ void scores_m(float (&s)[M][kN][4], const uint32_t (&a)[M][HS / 16][4], const bf16* rows,
+                                         int n_first, const int (&n_last)[M]) {
+  int last = n_last[0];
+#pragma unroll
+  for (int m = 1; m < M; ++m) last = max(last, n_last[m]);
 #pragma unroll
   for (int n = 0; n < kN; n += 2) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = s[n + 1][e] = 0.f;
-    if (n + 1 < n_first || n > n_last) continue;
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[m][n][e] = s[m][n + 1][e] = 0.f;
+    if (n + 1 < n_first || n > last) continue;
 #pragma unroll
     for (int k = 0; k < HS / 16; ++k) {
       uint32_t b[2][2];
       mma::load_b_col(b, rows + n * 8 * kLd<HS> + k * 16, kLd<HS>);
-      mma::mma(s[n], a[k], b[0]);
-      mma::mma(s[n + 1], a[k], b[1]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (n > n_last[m]) continue;
+        mma::mma(s[m][n], a[m][k], b[0]);
+        mma::mma(s[m][n + 1], a[m][k], b[1]);
+      }
     }
   }
 }
 
-// acc (16 x HS) += P tile (16 x 64, bf16 A fragments p[k] for its 16-column
-// blocks; kK of them for fewer) times the shared tile `rows` (64 x HS), over
-// the blocks k_first..k_last only (P is zero outside them).
-template <int HS, int kK = kTileRows / 16>
-__device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK][4], const bf16* rows,
-                                           int k_first, int k_last) {
+// acc[m] (16 x HS) += P_m (16 x 64, bf16 A fragments p[m][k] for its
+// 16-column blocks; kK of them for fewer) times the shared tile `rows` (64 x
+// HS) for M m-tiles, over the blocks k_first..k_last[m] only (P_m is zero
+// outside them). Each B fragment loaded feeds all M m-tiles' products.
+template <int HS, int kK, int M>
+__device__ __forceinline__ void accumulate_m(float (&acc)[M][HS / 8][4], const uint32_t (&p)[M][kK][4],
+                                             const bf16* rows, int k_first, const int (&k_last)[M]) {
+  int last = k_last[0];
+#pragma unroll
+  for (int m = 1; m < M; ++m) last = max(last, k_last[m]);
 #pragma unroll
   for (int k = 0; k < kK; ++k) {
-    if (k < k_first || k > k_last) continue;
+    if (k < k_first || k > last) continue;
 #pragma unroll
     for (int n = 0; n < HS / 8; n += 2) {
       uint32_t b[2][2];
       mma::load_b_row(b, rows + k * 16 * kLd<HS> + n * 8, kLd<HS>);
-      mma::mma(acc[n], p[k], b[0]);
-      mma::mma(acc[n + 1], p[k], b[1]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (k > k_last[m]) continue;
+        mma::mma(acc[m][n], p[m][k], b[0]);
+        mma::mma(acc[m][n + 1], p[m][k], b[1]);
+      }
     }
   }
+}
+
+// scores_m and accumulate_m for one m-tile, the warp's 16 rows (an array of
+// one m-tile has the layout of the m-tile's own array).
+template <int HS, int kN = kKeyBlocks>
+__device__ __forceinline__ void scores(float (&s)[kN][4], const uint32_t (&a)[HS / 16][4], const bf16* rows,
+                                       int n_first, int n_last) {
+  const int last[1] = {n_last};
+  scores_m<HS, kN, 1>(reinterpret_cast<float(&)[1][kN][4]>(s), reinterpret_cast<const uint32_t(&)[1][HS / 16][4]>(a),
+                      rows, n_first, last);
+}
+template <int HS, int kK = kTileRows / 16>
+__device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK][4], const bf16* rows,
+                                           int k_first, int k_last) {
+  const int last[1] = {k_last};
+  accumulate_m<HS, kK, 1>(reinterpret_cast<float(&)[1][HS / 8][4]>(acc),
+                          reinterpret_cast<const uint32_t(&)[1][kK][4]>(p), rows, k_first, last);
 }
 
 // The A fragments of this warp's 16 rows (row0 within the tile) of a tile.
@@ -486,43 +521,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       k_last[mt] = !kMasked ? kTileRows / 16 - 1 : d[mt] < 0 ? -1 : min(kTileRows / 16 - 1, d[mt] / 16);
     }
     float s[2][kKeyBlocks][4];
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; n += 2) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][n][e] = s[mt][n + 1][e] = 0.f;
-      if (n > max(n_last[0], n_last[1])) continue;
-#pragma unroll
-      for (int k = 0; k < HS / 16; ++k) {
-        uint32_t bb[2][2];
-        mma::load_b_col(bb, ks + n * 8 * kLd<HS> + k * 16, kLd<HS>);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if (n > n_last[mt]) continue;
-          mma::mma(s[mt][n], qa[mt][k], bb[0]);
-          mma::mma(s[mt][n + 1], qa[mt][k], bb[1]);
-        }
-      }
-    }
+    scores_m<HS, kKeyBlocks, 2>(s, qa, ks, 0, n_last);
     uint32_t p[2][kTileRows / 16][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) softmax_step<kMasked, HS>(s[mt], m[mt], l[mt], o[mt], p[mt], d[mt], scale2, g, t);
-#pragma unroll
-    for (int k = 0; k < kTileRows / 16; ++k) {
-      if (k > max(k_last[0], k_last[1])) continue;
-#pragma unroll
-      for (int n = 0; n < HS / 8; n += 2) {
-        uint32_t bb[2][2];
-        mma::load_b_row(bb, vs + k * 16 * kLd<HS> + n * 8, kLd<HS>);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if (k > k_last[mt]) continue;
-          mma::mma(o[mt][n], p[mt][k], bb[0]);
-          mma::mma(o[mt][n + 1], p[mt][k], bb[1]);
-        }
-      }
-    }
+    accumulate_m<HS, kTileRows / 16, 2>(o, p, vs, 0, k_last);
     __syncthreads();  // every warp is done with buffer b before it is refilled
   };
   int j0 = 0, b = 0;
