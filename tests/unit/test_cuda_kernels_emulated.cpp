@@ -101,8 +101,8 @@ void check_layernorm(bool rows) {
     EXPECT_EQ(other_mean, gmean);
     EXPECT_EQ(other_rstd, grstd);
   }
-  const LayerNormBackwardPlan<T> plan =
-      rows ? layernorm_backward_plan<T, W>(C) : LayerNormBackwardPlan<T>{layernorm_backward_kernel<T, W>, kBackwardWarps};
+  using Plan = LayerNormBackwardPlan<T>;
+  const Plan plan = rows ? layernorm_backward_plan<T, W>(C) : Plan{layernorm_backward_kernel<T, W>, kBackwardWarps};
   emulated_cuda::launch(dim3(kBackwardBlocks), 32 * kBackwardWarpsPerBlock, 0, [&] {
     plan.kernel(gdx.data(), scratch.data(), gdy.data(), gx.data(), gw.data(), gmean.data(), grstd.data(), N, C);
   });

@@ -323,7 +323,8 @@ template <typename T>
 void Matmul::bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s) {
   // Both grow during the first step only (shapes repeat).
   const int64_t need = bias_grad_scratch(N, OC), counters = bias_grad_arrivals(OC);
-  if (int64_t(bias_scratch_.size()) < need) bias_scratch_ = DeviceBuffer<float>(size_t(need), MemCategory::kScratch, alloc_);
+  if (int64_t(bias_scratch_.size()) < need)
+    bias_scratch_ = DeviceBuffer<float>(size_t(need), MemCategory::kScratch, alloc_);
   if (int64_t(bias_arrivals_.size()) < counters) {
     bias_arrivals_ = DeviceBuffer<unsigned>(size_t(counters), MemCategory::kScratch, alloc_);
     GPT_CUDA_OK(cudaMemsetAsync(bias_arrivals_.data(), 0, bias_arrivals_.size() * sizeof(unsigned), s));
