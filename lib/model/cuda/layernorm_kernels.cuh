@@ -11,7 +11,9 @@ namespace gpt::cuda::detail::layernorm_impl {
 
 constexpr float kEps = 1e-5f;      // model/cpu/layernorm.hpp's kLayerNormEps
 constexpr int kRowsPerBlock = 8;   // one warp per row
-constexpr int kBackwardWarps = 1024;  // partial dw/db rows: 128 blocks fill an H100; fixed, so the summation order does not depend on N
+// The backward's grid: 128 blocks of 8 warps (an H100 or H200 has 132 SMs),
+// fixed, so the order of the dw/db sums does not depend on N.
+constexpr int kBackwardWarps = 1024;
 constexpr int kBackwardWarpsPerBlock = 8;
 // layernorm_backward_rows_kernel keeps a row's columns in registers: up to
 // kRowChunks chunks of W elements per lane (C / W <= 32 * kRowChunks: bf16
