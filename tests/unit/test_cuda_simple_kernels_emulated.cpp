@@ -177,7 +177,7 @@ TYPED_TEST(EmulatedSimpleKernels, BiasGradient) {
       EXPECT_LE(rel_error(bias_grad_sums<T, V>(dout, dbias0, N, OC, vec), want), tolerance<T>()) << "vectors";
       // The scalar plan's parts with vector lanes (the grid's x shrinks by V).
       impl::LaunchPlan same = scalar;
-      same.grid.x = unsigned((OC + 32 * V - 1) / (32 * V));
+      same.grid.x = unsigned(impl::column_groups<V>(OC));
       const auto got_vec = bias_grad_sums<T, V>(dout, dbias0, N, OC, same);
       EXPECT_EQ(got_vec, got) << "vectors, the scalar plan's parts";
     }

@@ -12,8 +12,8 @@ using namespace detail::bias_grad_impl;
 // Enough for either width (the vectorised one has at least as many parts).
 int64_t bias_grad_scratch(int64_t N, int64_t OC) { return std::max(parts_for<1>(N), parts_for<8>(N)) * OC; }
 
-// One per column group; the most groups are one column per lane's.
-int64_t bias_grad_arrivals(int64_t OC) { return (OC + 31) / 32; }
+// One per column group; one column per lane makes the most groups.
+int64_t bias_grad_arrivals(int64_t OC) { return column_groups<1>(OC); }
 
 template <typename T>
 int bias_grad(T* dbias, const T* dout, float* scratch, unsigned* arrivals, int64_t N, int64_t OC, cudaStream_t s,

@@ -27,6 +27,13 @@ inline int64_t parts_for(int64_t N) {
   return std::min(kMaxParts<W>, std::max<int64_t>(1, (N + kRowsPerPart<W> - 1) / kRowsPerPart<W>));
 }
 
+// Groups of 32 * W columns (a block's lanes) covering OC; each has an
+// arrival counter (bias_grad_kernel).
+template <int W>
+inline int64_t column_groups(int64_t OC) {
+  return (OC + 32 * W - 1) / (32 * W);
+}
+
 // The launch for dout[N, OC] with W columns per lane: a block per part of
 // `chunk` rows and group of 32 * W columns, threads (32, kThreadsY).
 struct LaunchPlan {
@@ -36,7 +43,7 @@ struct LaunchPlan {
 template <int W>
 inline LaunchPlan launch_plan(int64_t N, int64_t OC) {
   const int64_t parts = parts_for<W>(N);
-  return {parts, (N + parts - 1) / parts, dim3(unsigned((OC + 32 * W - 1) / (32 * W)), unsigned(parts)),
+  return {parts, (N + parts - 1) / parts, dim3(unsigned(column_groups<W>(OC)), unsigned(parts)),
           dim3(32, kThreadsY)};
 }
 
