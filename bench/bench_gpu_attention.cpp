@@ -7,10 +7,14 @@
 // products (QK^T, PV) = 2*B*T^2*C, backward = 2.5 x forward (five products;
 // the recomputation inside the backward kernels is not counted as useful).
 //
-// Tensor cores three times: dQ from the score gradients the dK/dV kernel
+// Tensor cores four times: dQ from the score gradients the dK/dV kernel
 // stored (the trainer's default budget, model/attention_ds.hpp; the row's
-// ds_mib says how much it took), dQ recomputed (no room for them), and the
-// first again with the forward on 128-query tiles (forward_wide_kernel).
+// ds_mib says how much it took), the same in chunks of (b, h) pairs whose
+// dS fits in three quarters of the GPU's L2 cache (so that each chunk's dQ
+// launch reads dS from L2, not DRAM, at the price of more, smaller
+// launches; --attention-ds-mib sets such a budget in the trainer), dQ
+// recomputed (no room for them), and the first again with the forward on
+// 128-query tiles (forward_wide_kernel).
 //
 //   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
 #include <cstdio>
@@ -108,7 +112,11 @@ nlohmann::json run(Args& a) {
     int64_t ds_budget;
   };
   const int64_t stored = kAttentionDsDefaultBytes;
+  int l2_bytes = 0;
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  const int64_t in_l2 = int64_t(l2_bytes) / 4 * 3;
   const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
+                        {"tensor_core_bf16_ds_in_l2", true, cuda::AttentionKernel::kTensorCore, in_l2},
                         {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},
                         {"tensor_core_bf16_wide_fwd", true, cuda::AttentionKernel::kTensorCoreWide, stored},
                         {"simt_bf16", true, cuda::AttentionKernel::kSimt, 0},

@@ -36,11 +36,13 @@ for line in os.environ["RUNS"].splitlines():
     run = json.loads(text)
     tc = next(r for r in run["results"] if r["kernel"] == "tensor_core_bf16")
     rc = next(r for r in run["results"] if r["kernel"] == "tensor_core_bf16_recompute")
+    l2 = next(r for r in run["results"] if r["kernel"] == "tensor_core_bf16_ds_in_l2")
     runs.append({"dkv_min_blocks": int(dkv), "dq_min_blocks": int(dq), "fwd_ms": tc["fwd_ms"], "bwd_ms": tc["bwd_ms"],
-                 "bwd_recompute_ms": rc["bwd_ms"], "device": run.get("device")})
-print("# dK/dV blocks per SM   dQ min blocks (0: ptxas)   bwd ms (stored dS)   bwd ms (dQ recomputed)   fwd ms")
+                 "bwd_ds_in_l2_ms": l2["bwd_ms"], "bwd_recompute_ms": rc["bwd_ms"], "device": run.get("device")})
+print("# dK/dV blocks per SM   dQ min blocks (0: ptxas)   bwd ms (stored dS)   bwd ms (dS in L2)"
+      "   bwd ms (dQ recomputed)   fwd ms")
 for r in runs:
-    print(f"  {r['dkv_min_blocks']:<21} {r['dq_min_blocks']:<26} {r['bwd_ms']:>18.3f} "
+    print(f"  {r['dkv_min_blocks']:<21} {r['dq_min_blocks']:<26} {r['bwd_ms']:>18.3f} {r['bwd_ds_in_l2_ms']:>17.3f} "
           f"{r['bwd_recompute_ms']:>24.3f} {r['fwd_ms']:>8.3f}")
 print(json.dumps({"bench": "attention_backward_variants", "device": runs[-1]["device"],
                   "variants": [{k: v for k, v in r.items() if k != "device"} for r in runs]}))

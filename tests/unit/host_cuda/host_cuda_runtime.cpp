@@ -129,6 +129,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
   switch (attr) {
     case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrL2CacheSize: *value = 50 << 20; return cudaSuccess;  // an H100's
     default: return g_last = cudaErrorInvalidValue;
   }
 }
