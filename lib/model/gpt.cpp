@@ -14,29 +14,11 @@
 
 namespace gpt {
 
-// Everything one block saves for its backward. With --recompute the
-// LayerNorm and GELU outputs are not among them (left empty; ln1_of etc.).
-template <typename T>
-struct GPT<T>::BlockActs {
-  Buffer<T> ln1, ln1_mean, ln1_rstd, qkv, lse, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
-  BlockActs(int64_t N, int64_t C, int64_t NH, Recompute r, MemoryTracker* t) {
-    const auto A = MemCategory::kActivations;
-    if (!recomputes_ln(r)) {
-      ln1 = Buffer<T>(N * C, A, t);
-      ln2 = Buffer<T>(N * C, A, t);
-    }
-    ln1_mean = Buffer<T>(N, A, t);
-    ln1_rstd = Buffer<T>(N, A, t);
-    qkv = Buffer<T>(N * 3 * C, A, t);
-    lse = Buffer<T>(N * NH, A, t);  // attention's log-sum-exp per row and head
-    atty = Buffer<T>(N * C, A, t);
-    res2 = Buffer<T>(N * C, A, t);
-    ln2_mean = Buffer<T>(N, A, t);
-    ln2_rstd = Buffer<T>(N, A, t);
-    fch = Buffer<T>(N * 4 * C, A, t);
-    if (!recomputes_gelu(r)) fch_gelu = Buffer<T>(N * 4 * C, A, t);
-  }
-};
+void resolve_shape(GPTOptions& opt, const GPTConfig& c) {
+  if (opt.max_seq == 0) opt.max_seq = c.seq_len;
+  GPT_CHECK(opt.max_batch >= 1 && opt.max_seq >= 1 && opt.max_seq <= c.seq_len, "bad GPT shape B={} T={}",
+            opt.max_batch, opt.max_seq);
+}
 
 void check_decode_position(int pos, int max_seq) {
   GPT_CHECK(pos >= -1 && pos < max_seq, "decode position {} outside [-1, {})", pos, max_seq);
@@ -52,19 +34,11 @@ template <typename T>
 GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker)
     : layout_(layout), opt_(opt), tracker_(tracker) {
   const GPTConfig& c = layout.config();
-  if (opt_.max_seq == 0) opt_.max_seq = c.seq_len;
-  GPT_CHECK(opt_.max_batch >= 1 && opt_.max_seq >= 1 && opt_.max_seq <= c.seq_len,
-            "bad GPT shape B={} T={}", opt_.max_batch, opt_.max_seq);
+  resolve_shape(opt_, c);
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
-  if (opt_.activation_checkpointing) opt_.recompute = Recompute::kNone;  // whole blocks are recomputed anyway
-  const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
-  for (int i = 0; i < nsets; ++i)
-    blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, opt_.recompute, tracker));
-
+  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, tracker);
+  opt_.recompute = acts_.recompute();
   const auto A = MemCategory::kActivations;
-  if (recomputes_ln(opt_.recompute)) shared_ln_ = Buffer<T>(N * C, A, tracker);
-  if (recomputes_gelu(opt_.recompute)) shared_gelu_ = Buffer<T>(N * 4 * C, A, tracker);
-  resid_ = Buffer<T>((c.n_layer + 1) * N * C, A, tracker);
   lnf_ = Buffer<T>(N * C, A, tracker);
   lnf_mean_ = Buffer<T>(N, A, tracker);
   lnf_rstd_ = Buffer<T>(N, A, tracker);
@@ -95,31 +69,6 @@ void GPT<T>::set_shape(int B, int Tn) {
 }
 
 template <typename T>
-T* GPT<T>::resid(int l) {
-  return resid_.data() + int64_t(l) * B_ * T_ * layout_.config().n_embd;
-}
-
-template <typename T>
-typename GPT<T>::BlockActs& GPT<T>::acts(int l) {
-  return *blocks_[opt_.activation_checkpointing ? 0 : l];
-}
-
-template <typename T>
-T* GPT<T>::ln1_of(BlockActs& a) {
-  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln1.data();
-}
-
-template <typename T>
-T* GPT<T>::ln2_of(BlockActs& a) {
-  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln2.data();
-}
-
-template <typename T>
-T* GPT<T>::gelu_of(BlockActs& a) {
-  return recomputes_gelu(opt_.recompute) ? shared_gelu_.data() : a.fch_gelu.data();
-}
-
-template <typename T>
 void GPT<T>::set_decode(int pos) {
   const GPTConfig& c = layout_.config();
   check_decode_position(pos, opt_.max_seq);
@@ -142,7 +91,7 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   const GPTConfig& c = layout_.config();
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
-  T* ln1 = ln1_of(a);
+  T* ln1 = acts_.ln1(a);
   cpu::layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
   cpu::linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C);
   // A decoding pass stores each position's k | v (the last 2C columns of its
@@ -161,8 +110,8 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
   T* res2 = a.res2.data();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N * C; ++i) res2[i] += x[i];
-  T* ln2 = ln2_of(a);
-  T* gelu = gelu_of(a);
+  T* ln2 = acts_.ln2(a);
+  T* gelu = acts_.gelu(a);
   cpu::layernorm_forward(ln2, a.ln2_mean.data(), a.ln2_rstd.data(), res2, p + o.ln2_w, p + o.ln2_b, N, C);
   cpu::linear_forward(a.fch.data(), ln2, p + o.fc_w, p + o.fc_b, N, C, 4 * C);
   cpu::gelu_forward(gelu, a.fch.data(), N * 4 * C);
@@ -173,7 +122,7 @@ void GPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x, T* o
 
 template <typename T>
 void GPT<T>::forward_block(int layer, const T* block) {
-  block_forward(layer, block, acts(layer), resid(layer), resid(layer + 1));
+  block_forward(layer, block, acts_.block(layer), resid(layer), resid(layer + 1));
 }
 
 template <typename T>
@@ -221,7 +170,7 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
   const T* x = resid(layer);
-  BlockActs& a = acts(layer);
+  BlockActs& a = acts_.block(layer);
   if (opt_.activation_checkpointing) {
     // Recompute this block's internals from its saved input. The output goes
     // to dbig_ (scratch, overwritten just below): resid(layer+1) is unchanged.
@@ -229,15 +178,15 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
   }
   // --recompute: the same kernels on the same inputs give forward's values.
   const bool re_ln = recomputes_ln(opt_.recompute);
-  if (recomputes_gelu(opt_.recompute)) cpu::gelu_forward(gelu_of(a), a.fch.data(), N * 4 * C);
+  if (recomputes_gelu(opt_.recompute)) cpu::gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C);
   if (re_ln)
-    cpu::layernorm_forward(ln2_of(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w,
+    cpu::layernorm_forward(acts_.ln2(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w,
                            p + o.ln2_b, N, C);
   T* dres = dresid_.data();  // in: d(block output); out: d(block input)
-  cpu::linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, gelu_of(a), p + o.fcproj_w, N, 4 * C,
+  cpu::linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, acts_.gelu(a), p + o.fcproj_w, N, 4 * C,
                        C);
   cpu::gelu_backward(dbig_.data(), a.fch.data(), dbig_.data(), N * 4 * C);
-  cpu::linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), ln2_of(a), p + o.fc_w, N, C, 4 * C);
+  cpu::linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), acts_.ln2(a), p + o.fc_w, N, C, 4 * C);
   // The residual passes d(out) through to res2; ln_2's branch adds to it.
   cpu::layernorm_backward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_.data(), a.res2.data(), p + o.ln2_w,
                           a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
@@ -246,8 +195,8 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
   cpu::attention_backward(dqkv_.data(), dsmall_.data(), a.qkv.data(), a.lse.data(), att_scratch_.data(),
                           scratch_threads_, {B_, T_, C, c.n_head});
   if (re_ln)  // the shared buffer held ln_2's output until here
-    cpu::layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
-  cpu::linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), ln1_of(a), p + o.qkv_w, N, C,
+    cpu::layernorm_forward(acts_.ln1(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C);
+  cpu::linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), acts_.ln1(a), p + o.qkv_w, N, C,
                        3 * C);
   cpu::layernorm_backward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_.data(), x, p + o.ln1_w, a.ln1_mean.data(),
                           a.ln1_rstd.data(), N, C);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/memory.hpp"
+#include "model/activations.hpp"
 #include "model/attention_ds.hpp"
 #include "model/layout.hpp"
 #include "model/recompute.hpp"
@@ -38,6 +39,9 @@ struct GPTOptions {
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
 };
 
+// The largest shape, checked alike by GPT and cuda::DeviceGPT: max_seq 0
+// becomes the model's seq_len; at least 1 x 1, at most seq_len positions.
+void resolve_shape(GPTOptions& opt, const GPTConfig& c);
 // set_decode's contract, checked alike by GPT and cuda::DeviceGPT: a
 // position in [-1, max_seq), and a decoding pass (pos >= 0) of 1 sequence,
 // its first tokens at pos 0 or 1 token later, inside max_seq.
@@ -94,14 +98,10 @@ class GPT {
   void set_decode(int pos);
 
  private:
-  struct BlockActs;
-  T* resid(int l);
-  BlockActs& acts(int l);
-  // Where block a's LayerNorm outputs and GELU output live: its own buffers,
-  // or with --recompute the buffers shared by all blocks.
-  T* ln1_of(BlockActs& a);
-  T* ln2_of(BlockActs& a);
-  T* gelu_of(BlockActs& a);
+  using Acts = ActivationStore<Buffer<T>, Buffer<T>>;
+  using BlockActs = typename Acts::Block;
+  // Residual slot l of the current pass (model/activations.hpp).
+  T* resid(int l) { return acts_.resid(l, int64_t(B_) * T_); }
   void block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out);
   void final_ln(const T* fin);
 
@@ -112,11 +112,9 @@ class GPT {
   int decode_pos_ = -1;  // set_decode's position; -1: whole passes
   int scratch_threads_ = 1;
   int64_t chunk_rows_ = 0;
-  std::vector<std::unique_ptr<BlockActs>> blocks_;  // L sets, or 1 with checkpointing
-  Buffer<T> resid_;       // (L+1) x [N, C]: block inputs and the last block's output
+  Acts acts_;  // what the blocks save for backward, and the residual stream
   Buffer<T> lnf_, lnf_mean_, lnf_rstd_, dlnf_, losses_, logits_;
   Buffer<T> dresid_, dbig_, dqkv_, dsmall_, att_scratch_;
-  Buffer<T> shared_ln_, shared_gelu_;  // --recompute: [N, C] and [N, 4C], written by every block
   Buffer<T> kv_;  // set_decode's cache: layer l, position t at (l * max_seq + t) * 2C: keys | values
 };
 

@@ -90,7 +90,7 @@ int64_t activation_bytes(const Workload& w) {
   const GPTConfig& c = w.model;
   const int64_t B = w.micro_batch, T = w.T(), C = c.n_embd, H = c.n_head,
                 L = c.n_layer, Vp = c.padded_vocab(), N = B * T;
-  // Saved per block (model/gpt.cpp BlockActs): ln1, atty, res2, ln2 (4NC),
+  // Saved per block (model/activations.hpp BlockActivations): ln1, atty, res2, ln2 (4NC),
   // qkv (3NC), fc and its GELU (8NC), four per-row LayerNorm statistics, and
   // attention's log-sum-exp per row and head (flash-style on both devices:
   // no T x T probabilities). --recompute keeps the GELU output (4NC) and

@@ -15,32 +15,6 @@
 
 namespace gpt::cuda {
 
-// Everything one block saves for its backward. Attention keeps only the
-// log-sum-exp per query row (lse), not the T x T probabilities. With
-// --recompute the LayerNorm and GELU outputs are not kept (left empty).
-template <typename T>
-struct DeviceGPT<T>::BlockActs {
-  DeviceBuffer<T> ln1, qkv, atty, res2, ln2, fch, fch_gelu;
-  DeviceBuffer<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lse;
-  BlockActs(int64_t N, int64_t C, int64_t NH, Recompute r, DeviceAllocator* al) {
-    const auto A = MemCategory::kActivations;
-    if (!recomputes_ln(r)) {
-      ln1 = DeviceBuffer<T>(N * C, A, al);
-      ln2 = DeviceBuffer<T>(N * C, A, al);
-    }
-    qkv = DeviceBuffer<T>(N * 3 * C, A, al);
-    atty = DeviceBuffer<T>(N * C, A, al);
-    res2 = DeviceBuffer<T>(N * C, A, al);
-    fch = DeviceBuffer<T>(N * 4 * C, A, al);
-    if (!recomputes_gelu(r)) fch_gelu = DeviceBuffer<T>(N * 4 * C, A, al);
-    ln1_mean = DeviceBuffer<float>(N, A, al);
-    ln1_rstd = DeviceBuffer<float>(N, A, al);
-    ln2_mean = DeviceBuffer<float>(N, A, al);
-    ln2_rstd = DeviceBuffer<float>(N, A, al);
-    lse = DeviceBuffer<float>(N * NH, A, al);
-  }
-};
-
 int64_t default_chunk_rows(int64_t Vp, size_t elem_bytes) {
   return std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * int64_t(elem_bytes)) / 128 * 128);
 }
@@ -50,21 +24,14 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
                         cudaStream_t stream)
     : layout_(layout), opt_(opt), alloc_(alloc), mm_(mm), stream_(stream) {
   const GPTConfig& c = layout.config();
-  if (opt_.max_seq == 0) opt_.max_seq = c.seq_len;
-  GPT_CHECK(opt_.max_batch >= 1 && opt_.max_seq >= 1 && opt_.max_seq <= c.seq_len, "bad GPT shape B={} T={}",
-            opt_.max_batch, opt_.max_seq);
+  resolve_shape(opt_, c);
   if (!attention_supported(c.n_embd / c.n_head))
     throw ConfigError(fmt::format("invalid model for --device cuda: head size n_embd / n_head = {} (supported: 32, 64)",
                                   c.n_embd / c.n_head));
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
-  if (opt_.activation_checkpointing) opt_.recompute = Recompute::kNone;  // whole blocks are recomputed anyway
-  const int nsets = opt_.activation_checkpointing ? 1 : c.n_layer;
-  for (int i = 0; i < nsets; ++i)
-    blocks_.push_back(std::make_unique<BlockActs>(N, C, c.n_head, opt_.recompute, alloc));
+  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, alloc);
+  opt_.recompute = acts_.recompute();
   const auto A = MemCategory::kActivations;
-  if (recomputes_ln(opt_.recompute)) shared_ln_ = DeviceBuffer<T>(N * C, A, alloc);
-  if (recomputes_gelu(opt_.recompute)) shared_gelu_ = DeviceBuffer<T>(N * 4 * C, A, alloc);
-  resid_ = DeviceBuffer<T>((c.n_layer + 1) * N * C, A, alloc);
   lnf_ = DeviceBuffer<T>(N * C, A, alloc);
   lnf_mean_ = DeviceBuffer<float>(N, A, alloc);
   lnf_rstd_ = DeviceBuffer<float>(N, A, alloc);
@@ -108,31 +75,6 @@ void DeviceGPT<T>::set_shape(int B, int Tn) {
             "shape B={} T={} outside allocated B<={} T<={}", B, Tn, opt_.max_batch, opt_.max_seq);
   B_ = B;
   T_ = Tn;
-}
-
-template <typename T>
-T* DeviceGPT<T>::resid(int l) {
-  return resid_.data() + int64_t(l) * B_ * T_ * layout_.config().n_embd;
-}
-
-template <typename T>
-typename DeviceGPT<T>::BlockActs& DeviceGPT<T>::acts(int l) {
-  return *blocks_[opt_.activation_checkpointing ? 0 : l];
-}
-
-template <typename T>
-T* DeviceGPT<T>::ln1_of(BlockActs& a) {
-  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln1.data();
-}
-
-template <typename T>
-T* DeviceGPT<T>::ln2_of(BlockActs& a) {
-  return recomputes_ln(opt_.recompute) ? shared_ln_.data() : a.ln2.data();
-}
-
-template <typename T>
-T* DeviceGPT<T>::gelu_of(BlockActs& a) {
-  return recomputes_gelu(opt_.recompute) ? shared_gelu_.data() : a.fch_gelu.data();
 }
 
 template <typename T>
@@ -180,9 +122,9 @@ void DeviceGPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
   cudaStream_t s = stream_;
-  T* ln1 = ln1_of(a);
-  T* ln2 = ln2_of(a);
-  T* gelu = gelu_of(a);
+  T* ln1 = acts_.ln1(a);
+  T* ln2 = acts_.ln2(a);
+  T* gelu = acts_.gelu(a);
   layernorm_forward(ln1, a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
   mm_->linear_forward(a.qkv.data(), ln1, p + o.qkv_w, p + o.qkv_b, N, C, 3 * C, s);
   // A decoding pass stores each position's k | v (the last 2C columns of its
@@ -205,7 +147,7 @@ void DeviceGPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x
 
 template <typename T>
 void DeviceGPT<T>::forward_block(int layer, const T* block) {
-  block_forward(layer, block, acts(layer), resid(layer), resid(layer + 1));
+  block_forward(layer, block, acts_.block(layer), resid(layer), resid(layer + 1));
 }
 
 template <typename T>
@@ -270,21 +212,21 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
   cudaStream_t s = stream_;
   const T* x = resid(layer);
-  BlockActs& a = acts(layer);
+  BlockActs& a = acts_.block(layer);
   GPT_CHECK(decode_pos_ < 0, "no backward of a decoding pass");
   if (opt_.activation_checkpointing) block_forward(layer, p, a, x, dbig_.data());  // recompute; output is scratch
   // --recompute: the GELU kernel (GPT-2's tanh GELU, as the fused epilogue
   // computes it: gelu_epilogue_check.hpp) and LayerNorm again on kept inputs.
   const bool re_ln = recomputes_ln(opt_.recompute);
-  if (recomputes_gelu(opt_.recompute)) gelu_forward(gelu_of(a), a.fch.data(), N * 4 * C, s);
+  if (recomputes_gelu(opt_.recompute)) gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C, s);
   if (re_ln)
-    layernorm_forward(ln2_of(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
+    layernorm_forward(acts_.ln2(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
                       C, s);
   T* dres = dresid_.data();  // in: d(block output); out: d(block input)
   // d(fc pre-activation) = (dres W_fcproj) * GELU'(fch): the GELU gradient rides on the GEMM (DGELU epilogue).
-  mm_->linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, gelu_of(a), p + o.fcproj_w, N, 4 * C, C,
+  mm_->linear_backward(dbig_.data(), g + o.fcproj_w, g + o.fcproj_b, dres, acts_.gelu(a), p + o.fcproj_w, N, 4 * C, C,
                        s, a.fch.data());
-  mm_->linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), ln2_of(a), p + o.fc_w, N, C, 4 * C, s);
+  mm_->linear_backward(dsmall_.data(), g + o.fc_w, g + o.fc_b, dbig_.data(), acts_.ln2(a), p + o.fc_w, N, C, 4 * C, s);
   layernorm_backward(dres, g + o.ln2_w, g + o.ln2_b, ln_scratch_.data(), dsmall_.data(), a.res2.data(),
                      p + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N, C,
@@ -292,8 +234,8 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
   attention_backward(dqkv_.data(), att_scratch_.data(), int64_t(att_scratch_.size()), dsmall_.data(), a.qkv.data(),
                      a.atty.data(), a.lse.data(), {B_, T_, C, c.n_head}, s);
   if (re_ln)  // the shared buffer held ln_2's output until here
-    layernorm_forward(ln1_of(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
-  mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), ln1_of(a), p + o.qkv_w, N, C, 3 * C,
+    layernorm_forward(acts_.ln1(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
+  mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), acts_.ln1(a), p + o.qkv_w, N, C, 3 * C,
                        s);
   layernorm_backward(dres, g + o.ln1_w, g + o.ln1_b, ln_scratch_.data(), dsmall_.data(), x, p + o.ln1_w,
                      a.ln1_mean.data(), a.ln1_rstd.data(), N, C, s);

@@ -25,6 +25,7 @@
 #include "model/cuda/embedding.hpp"
 #include "model/cuda/matmul.hpp"
 #include "model/cuda/types.hpp"
+#include "model/activations.hpp"
 #include "model/gpt.hpp"
 #include "model/layout.hpp"
 
@@ -87,14 +88,10 @@ class DeviceGPT {
   bool set_decode(int pos);
 
  private:
-  struct BlockActs;
-  T* resid(int l);
-  BlockActs& acts(int l);
-  // Where block a's LayerNorm and GELU outputs live: its own buffers, or
-  // with --recompute the buffers shared by all blocks (model/recompute.hpp).
-  T* ln1_of(BlockActs& a);
-  T* ln2_of(BlockActs& a);
-  T* gelu_of(BlockActs& a);
+  using Acts = ActivationStore<DeviceBuffer<T>, DeviceBuffer<float>>;
+  using BlockActs = typename Acts::Block;
+  // Residual slot l of the current pass (model/activations.hpp).
+  T* resid(int l) { return acts_.resid(l, int64_t(B_) * T_); }
   void block_forward(int layer, const T* p, BlockActs& a, const T* x, T* out);
   void final_ln(const T* fin);
 
@@ -105,9 +102,8 @@ class DeviceGPT {
   cudaStream_t stream_;
   int B_ = 0, T_ = 0;
   int64_t chunk_rows_ = 0, rows_in_loss_ = 0;
-  std::vector<std::unique_ptr<BlockActs>> blocks_;
-  DeviceBuffer<T> shared_ln_, shared_gelu_;  // --recompute: [N, C] and [N, 4C], written by every block
-  DeviceBuffer<T> resid_, lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
+  Acts acts_;  // what the blocks save for backward, and the residual stream
+  DeviceBuffer<T> lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
   DeviceBuffer<float> row_logits_;  // logits_row's fp32 copy; allocated on first use (sampling only)
   DeviceBuffer<T> kv_;              // set_decode's key/value cache; allocated on first use (sampling only)
