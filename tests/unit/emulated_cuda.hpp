@@ -6,7 +6,8 @@
 //
 // What it models:
 //  - threadIdx / blockIdx / gridDim / blockDim (2-D grids and blocks), one
-//    block at a time; warps are formed from the linear thread index, x fastest;
+//    block at a time, in a shuffled order (launch(), below); warps are formed
+//    from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
 //    __shfl_xor_sync (through a per-warp exchange slot and two barriers),
 //    atomicAdd on unsigned, __threadfence and __ldcg (trivially: blocks run one
@@ -67,6 +68,8 @@
 #include <tuple>
 #include <functional>
 #include <map>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include <boost/context/fiber.hpp>
@@ -295,8 +298,16 @@ inline std::unique_ptr<Fiber> make_fiber() {
   return f;
 }
 
+// Launches so far: seeds each launch's block order.
+inline unsigned g_launches = 0;
+
 // Runs body() as grid x block CUDA threads with smem_bytes of dynamic
-// shared memory, one block at a time. Within a block the scheduler resumes
+// shared memory, one block at a time, the blocks in an order shuffled
+// afresh for each launch (seeded by the launch count, so a run repeats
+// exactly): a GPU promises no order, so a kernel that depends on one (that
+// takes the highest-numbered block to be the last to arrive, or reads what
+// an earlier block wrote without synchronising) fails here instead of
+// passing by the luck of a fixed order. Within a block the scheduler resumes
 // the lowest-numbered thread that can run in even blocks, the highest in odd
 // ones, so one end of the block runs as far ahead of the other as the
 // barriers allow, in both directions: a missing barrier shows as a read of
@@ -322,8 +333,11 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
     fibers[size_t(t)]->idx = make_uint3(unsigned(t) % block.x, unsigned(t) / block.x, 0);
     fibers[size_t(t)]->linear = unsigned(t);
   }
+  std::vector<unsigned> order(size_t(grid.x) * grid.y);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937(0x9e3779b9u + g_launches++));
   for (unsigned k = 0; k < grid.x * grid.y; ++k) {
-    blockIdx = dim3(k % grid.x, k / grid.x);
+    blockIdx = dim3(order[k] % grid.x, order[k] / grid.x);
     std::memset(g_smem, 0xFF, kSmemCapacity);
     for (int t = 0; t < threads; ++t) fibers[size_t(t)]->done = false, fibers[size_t(t)]->copies_issued = 0;
     g_sched.ready.fill(unsigned(threads));
