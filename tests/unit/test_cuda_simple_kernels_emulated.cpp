@@ -15,7 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -488,6 +490,24 @@ TEST(EmulatedLaunch, RefusesConfigurationsEveryGpuRefuses) {
   EXPECT_DEATH(launch_config(dim3(0), dim3(32)), refused);
   launch_config(dim3(1), dim3(1024));
   launch_config(dim3(2, 3), dim3(32, 32));
+}
+
+// Every block of a launch runs once, in an order other than 0..n-1 that
+// changes from launch to launch (a GPU promises none; emulated_cuda.hpp).
+TEST(EmulatedLaunch, RunsEachBlockOnceInAShuffledOrder) {
+  const dim3 grid(16, 4);
+  std::vector<std::vector<unsigned>> orders(2);
+  for (auto& order : orders)
+    emulated_cuda::launch(grid, dim3(1), 0, [&] { order.push_back(blockIdx.y * grid.x + blockIdx.x); });
+  std::vector<unsigned> identity(grid.x * grid.y);
+  std::iota(identity.begin(), identity.end(), 0u);
+  for (const auto& order : orders) {
+    EXPECT_NE(order, identity);
+    std::vector<unsigned> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, identity);
+  }
+  EXPECT_NE(orders[0], orders[1]);
 }
 
 }  // namespace
