@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace gpt {
 
@@ -40,16 +41,39 @@ inline int64_t attention_ds_pairs_fit(int64_t B, int64_t T, int64_t NH, int64_t 
   return std::min(B * NH, std::max<int64_t>(0, bytes) / attention_ds_bytes_per_pair(T));
 }
 
+// Blocks a launch of the dK/dV kernel needs to be worth chunking for (an
+// H100 holds about 400 of them at once).
+constexpr int64_t kAttentionDsMinBlocks = 512;
+
 // Bytes of scratch to allocate for a budget: room for all B * NH pairs when
-// they fit; for fewer when they give a launch at least kMinBlocks blocks (an
-// H100 holds about 400 of the dK/dV kernel's at once); else none. A shorter
-// sequence or a smaller batch then fits at least as many blocks per launch.
+// they fit; for fewer when they give a launch at least kAttentionDsMinBlocks
+// blocks; else none. A shorter sequence or a smaller batch then fits at
+// least as many blocks per launch.
 inline int64_t attention_ds_bytes(int64_t B, int64_t T, int64_t NH, int64_t budget) {
-  constexpr int64_t kMinBlocks = 512;
   const int64_t pairs = attention_ds_pairs_fit(B, T, NH, budget);
-  const bool worth = pairs == B * NH || pairs * attention_tiles(T) >= kMinBlocks;
+  const bool worth = pairs == B * NH || pairs * attention_tiles(T) >= kAttentionDsMinBlocks;
   return worth ? pairs * attention_ds_bytes_per_pair(T) : 0;
 }
+
+// How the backward covers `total` (b, h) pairs when `fit` of them fit the
+// stored dS at once (0: none, dQ is recomputed): in as few launches as fit,
+// of equal size (256 pairs in room for 240 would leave a last launch of 16,
+// too few blocks to fill a GPU: 128 and 128 instead); the last launch may
+// have fewer pairs.
+struct AttentionDsLaunches {
+  int64_t count = 0, pairs = 0;  // launches, and pairs per launch
+};
+inline AttentionDsLaunches attention_ds_launches(int64_t total, int64_t fit) {
+  if (fit <= 0 || total <= 0) return {};
+  const int64_t count = (total + fit - 1) / fit;
+  return {count, (total + count - 1) / count};
+}
+
+// The run log's line on how a bf16 attention backward at B x T with NH
+// heads computes dQ under a dS budget of `budget` bytes (--attention-ds-mib):
+// from the stored score gradients (in how many launches, how many MiB), or
+// recomputed, and why.
+std::string describe_attention_ds(int64_t B, int64_t T, int64_t NH, int64_t budget);
 
 // The backward's row terms delta [B, NH, T] in fp32, rounded up to 16 bytes
 // so that the stored dS after them is aligned.

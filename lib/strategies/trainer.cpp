@@ -26,6 +26,7 @@
 #include "io/metrics.hpp"
 #include "io/model_import.hpp"
 #include "io/tokenizer.hpp"
+#include "model/attention_ds.hpp"
 #include "model/cpu/gemm_peak.hpp"
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
@@ -741,6 +742,8 @@ struct Trainer::Impl {
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
            backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
            param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
+    if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
+      log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "io/run_config.hpp"
+#include "model/attention_ds.hpp"
 
 namespace gpt {
 namespace {
@@ -88,6 +89,32 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention-ds-mib", "0"}).attention_ds_mib, 0);
   // A constant LR never decays to min-lr: the defaults' 6e-5 may exceed a fine-tuning lr.
   EXPECT_EQ(error_of({"--data", "x", "--lr", "3e-5", "--lr-decay", "constant"}), "");
+}
+
+// What --attention-ds-mib does at gpt2-124m's B=16, T=1024 (192 (batch,
+// head) pairs of 16 tiles, 1.0625 MiB of dS each), as the run log says it.
+TEST(Config, AttentionDsBudgetLaunchesAndLogLine) {
+  const auto launches = [](int64_t total, int64_t fit) {
+    const AttentionDsLaunches l = attention_ds_launches(total, fit);
+    return std::to_string(l.count) + " x " + std::to_string(l.pairs);
+  };
+  EXPECT_EQ(launches(192, 192), "1 x 192");
+  EXPECT_EQ(launches(192, 500), "1 x 192");
+  EXPECT_EQ(launches(192, 35), "6 x 32");   // equal launches, not 5 of 35 and one of 17
+  EXPECT_EQ(launches(256, 240), "2 x 128");
+  EXPECT_EQ(launches(193, 96), "3 x 65");   // the last launch has fewer (63)
+  EXPECT_EQ(launches(192, 0), "0 x 0");
+  const auto line = [](int64_t mib) { return describe_attention_ds(16, 1024, 12, mib << 20); };
+  EXPECT_EQ(line(256), "attention backward: dQ from the stored score gradients, 204.0 MiB for all 192 (batch, head) "
+                       "pairs");
+  EXPECT_EQ(line(36), "attention backward: dQ from the stored score gradients in 6 launches of 32 (batch, head) "
+                      "pairs, 35.1 MiB (204.0 MiB would hold all 192 at once)");
+  EXPECT_EQ(line(10), "attention backward: dQ recomputed: --attention-ds-mib 10 holds the score gradients of 9 of the "
+                      "192 (batch, head) pairs, under the 512 blocks a launch needs to fill a GPU (204.0 MiB would "
+                      "hold them all)");
+  EXPECT_EQ(line(0), "attention backward: dQ recomputed (--attention-ds-mib 0)");
+  EXPECT_EQ(describe_attention_ds(2, 64, 2, 256 << 20),  // one 8 KiB tile per pair
+            "attention backward: dQ from the stored score gradients, 32.0 KiB for all 4 (batch, head) pairs");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "model/attention_ds.hpp"
 #include "model/cuda/attention_tc.hpp"
 #include "model/cuda/attention_tc_kernels.cuh"
 #include "model/cuda/check.hpp"
@@ -50,13 +51,11 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
     launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale);
     return;
   }
-  // The pairs in as few chunks as fit the stored dS, of equal size (256
-  // pairs in 240 would leave a last launch of 16 pairs, too few blocks to
-  // fill a GPU: 128 and 128 instead). Each chunk's dQ launch reads what its
-  // dK/dV launch wrote (same stream); the next chunk's dK/dV launch
-  // overwrites it only after.
-  const int64_t pairs = s.B * s.NH, chunks = (pairs + ds_pairs - 1) / ds_pairs;
-  const int64_t per_launch = (pairs + chunks - 1) / chunks;
+  // The pairs in as few chunks as fit the stored dS, of equal size
+  // (attention_ds_launches). Each chunk's dQ launch reads what its dK/dV
+  // launch wrote (same stream); the next chunk's dK/dV launch overwrites it
+  // only after.
+  const int64_t pairs = s.B * s.NH, per_launch = attention_ds_launches(pairs, ds_pairs).pairs;
   for (int64_t bh0 = 0; bh0 < pairs; bh0 += per_launch) {
     const dim3 grid = tile_grid_pairs(s.T, std::min(per_launch, pairs - bh0));
     launch<dkv_kernel<HS, true>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds,
