@@ -37,7 +37,6 @@ GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tra
   resolve_shape(opt_, c);
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
   acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, tracker);
-  opt_.recompute = acts_.recompute();
   const auto A = MemCategory::kActivations;
   lnf_ = Buffer<T>(N * C, A, tracker);
   lnf_mean_ = Buffer<T>(N, A, tracker);
@@ -177,8 +176,8 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
     block_forward(layer, p, a, x, dbig_.data());
   }
   // --recompute: the same kernels on the same inputs give forward's values.
-  const bool re_ln = recomputes_ln(opt_.recompute);
-  if (recomputes_gelu(opt_.recompute)) cpu::gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C);
+  const bool re_ln = recomputes_ln(acts_.recompute());
+  if (recomputes_gelu(acts_.recompute())) cpu::gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C);
   if (re_ln)
     cpu::layernorm_forward(acts_.ln2(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w,
                            p + o.ln2_b, N, C);

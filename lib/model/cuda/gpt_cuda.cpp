@@ -30,7 +30,6 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
                                   c.n_embd / c.n_head));
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
   acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, alloc);
-  opt_.recompute = acts_.recompute();
   const auto A = MemCategory::kActivations;
   lnf_ = DeviceBuffer<T>(N * C, A, alloc);
   lnf_mean_ = DeviceBuffer<float>(N, A, alloc);
@@ -217,8 +216,8 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
   if (opt_.activation_checkpointing) block_forward(layer, p, a, x, dbig_.data());  // recompute; output is scratch
   // --recompute: the GELU kernel (GPT-2's tanh GELU, as the fused epilogue
   // computes it: gelu_epilogue_check.hpp) and LayerNorm again on kept inputs.
-  const bool re_ln = recomputes_ln(opt_.recompute);
-  if (recomputes_gelu(opt_.recompute)) gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C, s);
+  const bool re_ln = recomputes_ln(acts_.recompute());
+  if (recomputes_gelu(acts_.recompute())) gelu_forward(acts_.gelu(a), a.fch.data(), N * 4 * C, s);
   if (re_ln)
     layernorm_forward(acts_.ln2(a), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p + o.ln2_w, p + o.ln2_b, N,
                       C, s);
