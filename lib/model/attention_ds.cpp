@@ -7,9 +7,9 @@
 namespace gpt {
 
 std::string describe_attention_ds(int64_t B, int64_t T, int64_t NH, int64_t budget) {
+  if (budget <= 0) return "attention backward: dQ recomputed (--attention-ds-mib 0)";
   const int64_t total = B * NH, bytes = attention_ds_bytes(B, T, NH, budget);
   const std::string all = format_bytes(double(total * attention_ds_bytes_per_pair(T)));
-  if (budget <= 0) return "attention backward: dQ recomputed (--attention-ds-mib 0)";
   if (bytes == 0)
     return fmt::format(
         "attention backward: dQ recomputed: --attention-ds-mib {} holds the score gradients of {} of the {} (batch, "
