@@ -112,9 +112,7 @@ nlohmann::json run(Args& a) {
     int64_t ds_budget;
   };
   const int64_t stored = kAttentionDsDefaultBytes;
-  int l2_bytes = 0;
-  GPT_CUDA_OK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
-  const int64_t in_l2 = int64_t(l2_bytes) / 4 * 3;
+  const int64_t in_l2 = bench::attention_ds_in_l2_budget();
   const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
                         {"tensor_core_bf16_ds_in_l2", true, cuda::AttentionKernel::kTensorCore, in_l2},
                         {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},

@@ -11,13 +11,20 @@
 //   bench_gpu_train [--model gpt2-124m] [--batch 16] [--seq 1024]
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
 //                   [--recompute none|gelu|gelu-ln] [--gemm-autotune N]
-//                   [--attention-ds-mib MIB]
+//                   [--attention-ds-mib MIB | --attention-ds-in-l2]
+//                   [--attention-wide-forward]
 // With --gemm-autotune N (N > 1) the first step times up to N of
 // cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
 // set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
 // the heuristic's first pick's time and the fastest's (gemm_tune). With
 // --attention-ds-mib 0 the attention backward recomputes dQ's scores
-// (model/attention_ds.hpp); the row gets "-recompute-dq".
+// (model/attention_ds.hpp); the row gets "-recompute-dq". With
+// --attention-ds-in-l2 the budget is three quarters of the GPU's L2
+// (bench::attention_ds_in_l2_budget: chunks of (batch, head) pairs whose dS
+// the dQ launch reads from L2), "-ds-in-l2"; with --attention-wide-forward
+// the attention forward runs on 128-query tiles (GPTOptions::
+// attention_wide_forward), "-wide-fwd". Those two rows say, at the level of
+// the whole step, whether either should become the trainer's default.
 #include <array>
 #include <cstdio>
 #include <random>
@@ -28,6 +35,7 @@
 #include "core/cuda/device_memory.hpp"
 #include "core/cuda/device_query.hpp"
 #include "core/cuda/stream.hpp"
+#include "model/attention_ds.hpp"
 #include "model/config.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/device_state.hpp"
@@ -55,6 +63,7 @@ struct Args : bench::Shape {
   std::string recompute = "none";
   int gemm_autotune = 0;
   int attention_ds_mib = int(kAttentionDsDefaultBytes >> 20);
+  bool attention_ds_in_l2 = false, attention_wide_forward = false;
 };
 
 template <typename T>
@@ -73,7 +82,9 @@ nlohmann::json run(const Args& a) {
   opt.max_seq = a.seq;
   opt.activation_checkpointing = a.checkpointing;
   opt.recompute = parse_recompute(a.recompute);
-  opt.attention_ds_budget = int64_t(a.attention_ds_mib) << 20;
+  opt.attention_ds_budget =
+      a.attention_ds_in_l2 ? bench::attention_ds_in_l2_budget() : int64_t(a.attention_ds_mib) << 20;
+  opt.attention_wide_forward = a.attention_wide_forward;
   cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
 
   std::mt19937 rng(7);
@@ -145,8 +156,13 @@ nlohmann::json run(const Args& a) {
   std::string impl = a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute;
   if (a.gemm_autotune > 1) impl += "-autotune";
   if (a.attention_ds_mib == 0) impl += "-recompute-dq";
+  if (a.attention_ds_in_l2) impl += "-ds-in-l2";
+  if (a.attention_wide_forward) impl += "-wide-fwd";
   nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune},
-                      {"attention_ds_mib", a.attention_ds_mib}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+                      {"attention_ds_mib", opt.attention_ds_budget >> 20},
+                      {"attention_ds_bytes", bf16 ? attention_ds_bytes(a.batch, a.seq, cfg.n_head,
+                                                                       opt.attention_ds_budget) : 0},
+                      {"attention_wide_forward", a.attention_wide_forward}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
                       {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
@@ -220,6 +236,12 @@ int main(int argc, char** argv) {
                  "MiB for the attention backward's stored score gradients (dQ in one product; 0: recomputed), as "
                  "gpt_train's flag")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--attention-ds-in-l2", a.attention_ds_in_l2,
+               "budget the stored score gradients at three quarters of the GPU's L2 (chunks whose dS the dQ launch "
+               "reads from L2)")
+      ->excludes("--attention-ds-mib");
+  app.add_flag("--attention-wide-forward", a.attention_wide_forward,
+               "attention forward on 128-query tiles instead of 64 (bf16)");
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -50,6 +50,18 @@ cuda::DeviceReplicatedState<T> initial_state(const ParamLayout& layout, cuda::De
   return cuda::DeviceReplicatedState<T>(layout, ptrs, alloc, stream);
 }
 
+// A budget for the attention backward's stored score gradients that keeps
+// each chunk's dS in the first GPU's L2 between the dK/dV launch that writes
+// it and the dQ launch that reads it: three quarters of the L2 (the rest
+// holds the tiles of q, k and v those launches stream). gpt_train's fixed
+// default (kAttentionDsDefaultBytes) holds all pairs at once instead; the
+// benchmark rows *_ds_in_l2 measure the difference.
+inline int64_t attention_ds_in_l2_budget() {
+  int l2_bytes = 0;
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  return int64_t(l2_bytes) / 4 * 3;
+}
+
 // Milliseconds per call of `run` (which queues work on s), over `iters`
 // calls between two events, after 3 warm-up calls.
 inline double time_ms(const std::function<void()>& run, int iters, cudaStream_t s) {

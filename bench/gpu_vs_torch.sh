@@ -39,6 +39,13 @@ rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" 
 # The attention backward recomputing dQ's scores instead of reading the score gradients its dK/dV kernel
 # stored (--attention-ds-mib 0, the way before 2026-11-26): whether storing them pays.
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup"   --attention-ds-mib 0)") || echo "warning: the recompute-dQ row failed; left out" >&2
+# Two candidates for the trainer's defaults, each alone against the first row, so that one run decides both:
+# the score gradients budgeted at 3/4 of the L2 (chunks whose dS the dQ launch reads from L2, not DRAM), and
+# the attention forward on 128-query tiles.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
+  --attention-ds-in-l2)") || echo "warning: the dS-in-L2 row failed; left out" >&2
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
+  --attention-wide-forward)") || echo "warning: the wide-forward row failed; left out" >&2
 for mode in eager compile; do
   if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" "${shape[@]}" --steps "$steps" --warmup "$warmup" 2>/dev/null | grep '^{')"; then
     rows+=("$r")

@@ -37,6 +37,11 @@ struct GPTOptions {
   // cuda, bf16: bytes for the attention backward's stored score gradients
   // (model/attention_ds.hpp; 0: dQ recomputed); the CPU model ignores it.
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
+  // cuda, bf16: the attention forward on 128-query tiles (cuda::AttentionKernel::
+  // kTensorCoreWide) instead of 64; an error where the tensor cores do not
+  // apply. Off: bench_gpu_train's ours-wide-fwd row measures it against the
+  // default before it becomes one. The CPU model and fp32 ignore it.
+  bool attention_wide_forward = false;
 };
 
 // The largest shape, checked alike by GPT and cuda::DeviceGPT: max_seq 0

@@ -45,6 +45,19 @@ for mode in none gelu-ln; do
   "$plan" --model tiny --ranks 1 --device cuda --gpu H100 --precision bf16 --micro-batch 2 --seq-len 64 \
     --recompute "$mode" --json "$out/plan-$mode.json" > /dev/null
 done
+# --attention-wide-forward reaches the kernel: the emulator's launch log (host_cuda/launch_log.hpp) of a step
+# with it names the 128-query forward kernel, and of one without it does not.
+for wide in "" --attention-wide-forward; do
+  log="$out/launches${wide:+-wide}"; rm -rf "$log"; mkdir -p "$log"
+  GPT_EMULATED_LAUNCH_LOG="$log" "$build/bench/bench_gpu_train" --model tiny --batch 2 --seq 64 --steps 1 --warmup 0 \
+    $wide > "$log/out.txt" 2>&1 || { echo "FAILED: bench_gpu_train $wide"; cat "$log/out.txt"; exit 1; }
+  n=$(cat "$log"/launches.*.txt | grep -c forward_wide_kernel || true)
+  if [[ -n "$wide" && "$n" == 0 ]] || [[ -z "$wide" && "$n" != 0 ]]; then
+    echo "FAILED: bench_gpu_train ${wide:-without --attention-wide-forward}: $n launch lines of forward_wide_kernel"
+    cat "$log"/launches.*.txt; exit 1
+  fi
+done
+echo "forward_wide_kernel launched with --attention-wide-forward only"
 python3 - "$out" "$py" "$trainer" <<'PY'
 import glob, json, sys
 files = glob.glob(f"{sys.argv[1]}/gpu-*.json")
@@ -82,6 +95,17 @@ rq = [x for x in r["rows"] if x["impl"] == "ours-recompute-dq"]
 assert len(rq) == 1 and rq[0]["attention_ds_mib"] == 0 and ours["attention_ds_mib"] == 256, rq
 assert ours["mem_activations_bytes"] - rq[0]["mem_activations_bytes"] == 2 * 4 * 64 * 64 * 2, (ours, rq)
 assert abs(rq[0]["final_loss"] - ours["final_loss"]) < 1e-2 * ours["final_loss"], (rq[0]["final_loss"], ours["final_loss"])
+# The two candidates for the defaults. dS budgeted at 3/4 of the emulator's 50 MiB L2 (37.5 MiB): at this shape
+# the 8 pairs fit in one launch either way, so the row computes what ours does, bit for bit.
+l2 = [x for x in r["rows"] if x["impl"] == "ours-ds-in-l2"]
+assert len(l2) == 1 and l2[0]["attention_ds_mib"] == 37 and l2[0]["attention_ds_bytes"] == ours["attention_ds_bytes"] \
+    == 2 * 4 * 64 * 64 * 2 and not l2[0]["attention_wide_forward"], (l2, ours)
+assert l2[0]["final_loss"] == ours["final_loss"], (l2[0]["final_loss"], ours["final_loss"])
+# The forward on 128-query tiles: the same training up to rounding.
+wf = [x for x in r["rows"] if x["impl"] == "ours-wide-fwd"]
+assert len(wf) == 1 and wf[0]["attention_wide_forward"] and not ours["attention_wide_forward"], wf
+assert abs(wf[0]["final_loss"] - ours["final_loss"]) < 1e-3 * ours["final_loss"], (wf[0]["final_loss"], ours["final_loss"])
+print("final losses: ours", ours["final_loss"], "dS in L2", l2[0]["final_loss"], "wide forward", wf[0]["final_loss"])
 assert "gemm_tune" not in ours, ours
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases

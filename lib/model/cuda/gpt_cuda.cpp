@@ -134,7 +134,9 @@ void DeviceGPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x
     GPT_CUDA_OK(cudaMemcpy2DAsync(kv + int64_t(decode_pos_) * 2 * C, 2 * C * sizeof(T), a.qkv.data() + C,
                                   3 * C * sizeof(T), 2 * C * sizeof(T), size_t(T_), cudaMemcpyDeviceToDevice, s));
   if (decode_pos_ <= 0)
-    attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s);
+    attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s,
+                      std::is_same_v<T, bf16> && opt_.attention_wide_forward ? AttentionKernel::kTensorCoreWide
+                                                                              : AttentionKernel::kAuto);
   else
     attention_decode(a.atty.data(), a.qkv.data(), kv, int64_t(decode_pos_) + 1, C, c.n_head, s);
   mm_->linear_residual_forward(a.res2.data(), a.atty.data(), p + o.attproj_w, p + o.attproj_b, x, N, C, C, s);
