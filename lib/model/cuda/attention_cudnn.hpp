@@ -1,0 +1,67 @@
+// Causal self-attention through cuDNN's fused attention (the scaled
+// dot-product attention graphs of its backend API, as cuDNN's frontend and
+// PyTorch's SDPA build them), beside our tensor-core kernels
+// (attention.hpp): same layout (qkv[B, T, 3C] in, out[B, T, C]), same
+// scaling, and the same per-row statistics lse[B, NH, T] (natural-log
+// sum of the exponentials of the scaled scores), so either forward pairs
+// with either backward. bf16 only; head sizes up to 128.
+//
+// The forward graph: S = scale * Q K^T, the causal mask (row >= column, else
+// the lowest float), softmax with its statistics, O = P V. The backward:
+// softmax_sum = rowsum(dO * O); P = exp(mask(scale * Q K^T - lse));
+// dV = P^T dO; dS = scale * P * (dO V^T - softmax_sum); dK = dS^T Q;
+// dQ = dS K, accumulated in fp32 and converted. cuDNN picks and compiles an
+// engine for each graph once per shape and device (NVRTC: seconds, in the
+// first step), cached for the process. Its dQ accumulation uses atomics:
+// unlike our kernels, two runs may differ in the last bits.
+//
+// Needs cuDNN >= 9.8 (the device-properties descriptor), opened on first use
+// (cudnn_api.hpp). Without cuDNN's headers at build time, cudnn_attention_
+// built() is false and the rest throws.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "model/cuda/attention.hpp"
+#include "model/cuda/types.hpp"
+
+namespace gpt::cuda {
+
+// Whether this build has cuDNN's attention (its headers were found).
+bool cudnn_attention_built();
+
+// Whether cuDNN's attention applies to this shape: bf16 buffers of C a
+// multiple of 8 (16-byte aligned heads), head size a multiple of 8 up to 128.
+bool cudnn_attention_supported(const AttentionShape& s);
+
+// Bytes of device workspace each direction needs at shape s on the current
+// device (builds and caches that direction's plan; throws if cuDNN has no
+// engine for it). The backward's holds its softmax_sum rows [B, NH, T] and
+// dQ's fp32 accumulator [B, NH, T, HS] beside the engine's own.
+int64_t cudnn_attention_forward_workspace(const AttentionShape& s);
+int64_t cudnn_attention_backward_workspace(const AttentionShape& s);
+
+// attention_forward's and attention_backward's contracts, on cuDNN.
+// workspace: at least the bytes above, 256-byte aligned. The host work per
+// call is a lookup of the call's pointers (cuDNN's variant pack, made once
+// per distinct set of buffers) and the launch.
+void cudnn_attention_forward(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, void* workspace,
+                             int64_t workspace_bytes, cudaStream_t stream);
+void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                              const AttentionShape& s, void* workspace, int64_t workspace_bytes, cudaStream_t stream);
+
+// Without a GPU: how many engine configurations cuDNN's heuristics offer,
+// after its support checks, for the forward and the backward graph at shape
+// s on the device that `device_json` describes (cuDNN's device-properties
+// JSON, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION). The support checks load
+// the driver library (a stub serves: CUDA's lib64/stubs/libcuda.so as
+// libcuda.so.1) but run no kernel. Throws on a graph cuDNN rejects.
+struct CudnnAttentionSupport {
+  int64_t forward_configs = 0, backward_configs = 0;
+};
+CudnnAttentionSupport cudnn_attention_support(const AttentionShape& s, const std::string& device_json);
+
+}  // namespace gpt::cuda
