@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       vocab = 0, n_ctx = 0, sample_tokens = 64;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
-  std::string recompute = "none", config, attention_ds_mib;
+  std::string recompute = "none", config, attention_ds_mib, attention;
   app.add_option("--config", config,
                  "a gpt_train config (TOML): the run's model, sequence length, batch, device, precision, "
                  "--recompute and samples; flags given here override it");
@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   app.add_option("--attention-ds-mib", attention_ds_mib,
                  "the run's --attention-ds-mib (cuda, bf16; default 256): the attention backward's stored score "
                  "gradients count as activations");
+  app.add_option("--attention", attention,
+                 "the run's --attention (cuda, bf16): ours | cudnn (cuDNN's backward keeps its dQ accumulator and "
+                 "softmax sums instead of stored score gradients)");
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
     pass("--sample-tokens", std::to_string(sample_tokens), true);
     pass("--device-mem", device_mem, false);
     pass("--attention-ds-mib", attention_ds_mib, false);
+    pass("--attention", attention, false);
     RunConfig rc = run_config_from_args(args);
     if (given("--accum")) rc.global_batch = rc.micro_batch * ranks * accum;  // the file's micro-batch
     // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.

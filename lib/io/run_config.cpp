@@ -113,6 +113,11 @@ std::vector<Key> keys() {
        "product instead of recomputing the scores and dP (three); 0: recompute (default 256; bounds it, the "
        "(batch, head) pairs are covered in chunks that fit)",
        false, [](C&, P& p, S v) { p.attention_ds_mib = parse_int("attention-ds-mib", v, 0, 1 << 20); }},
+      {"attention",
+       "cuda, bf16: ours (our tensor-core kernels) | cudnn (cuDNN's fused attention at the training shape; "
+       "needs cuDNN 9.8+ where the program runs; its dQ is accumulated with atomics, so runs may differ in the last "
+       "bits)",
+       false, [](C& c, P&, S v) { c.attention = one_of("attention", v, {"ours", "cudnn"}); }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
       {"comm",
@@ -364,7 +369,18 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   if (!cuda && pending.attention_ds_mib)
     throw ConfigError(fmt::format("invalid attention-ds-mib = {}: needs --device cuda (the tensor-core attention)",
                                   *pending.attention_ds_mib));
-  cfg.attention_ds_mib = pending.attention_ds_mib.value_or(cuda ? int(kAttentionDsDefaultBytes >> 20) : 0);
+  if (cfg.attention == "cudnn") {
+    if (!cuda || cfg.precision != Precision::kBf16)
+      throw ConfigError("invalid attention = 'cudnn': needs --device cuda and --precision bf16 (cuDNN's bf16 fused "
+                        "attention)");
+    if (pending.attention_ds_mib)
+      throw ConfigError(fmt::format("invalid attention-ds-mib = {}: the budget of our kernels' stored score "
+                                    "gradients, which --attention cudnn does not run",
+                                    *pending.attention_ds_mib));
+  }
+  cfg.attention_ds_mib = cfg.attention == "cudnn"
+                             ? 0
+                             : pending.attention_ds_mib.value_or(cuda ? int(kAttentionDsDefaultBytes >> 20) : 0);
 
   if (cfg.seq_len == 0) cfg.seq_len = cfg.gpt.seq_len;
   if (cfg.seq_len > cfg.gpt.seq_len)
@@ -413,6 +429,7 @@ nlohmann::json RunConfig::to_json() const {
       {"reduce_dtype", reduce_dtype},
       {"gemm_autotune", gemm_autotune},
       {"attention_ds_mib", attention_ds_mib},
+      {"attention", attention},
       {"comm", comm},
       {"comm_timeout", comm_timeout_s},
       {"mesh", mesh},

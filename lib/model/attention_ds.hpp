@@ -85,4 +85,14 @@ inline int64_t attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t NH
   return 4 * attention_delta_floats(B, T, NH) + attention_ds_bytes(B, T, NH, ds_budget);
 }
 
+// cuDNN's fused attention (model/cuda/attention_cudnn.hpp, --attention
+// cudnn) instead of the tensor-core kernels: the data its backward keeps in
+// the workspace besides the engine's own, each part 256-byte aligned: its
+// softmax_sum rows [B, NH, T] and dQ's fp32 accumulator [B, T, C]. The
+// planner counts these; the engine's workspace only cuDNN on the GPU knows.
+inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  return aligned(4 * B * NH * T) + aligned(4 * B * T * C);
+}
+
 }  // namespace gpt

@@ -42,6 +42,11 @@ struct GPTOptions {
   // apply. Off: bench_gpu_train's ours-wide-fwd row measures it against the
   // default before it becomes one. The CPU model and fp32 ignore it.
   bool attention_wide_forward = false;
+  // cuda, bf16: cuDNN's fused attention (model/cuda/attention_cudnn.hpp) at
+  // the largest shape (max_batch x max_seq, the training one; other shapes
+  // take our kernels), with attention_ds_budget unused. The CPU model
+  // ignores it.
+  bool attention_cudnn = false;
 };
 
 // The largest shape, checked alike by GPT and cuda::DeviceGPT: max_seq 0

@@ -117,9 +117,11 @@ int64_t activation_bytes(const Workload& w) {
                                : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
+  const bool cudnn = w.format.gpu && w.format.act_bytes == 2 && w.attention_cudnn;
   const int64_t gpu_attention =
-      w.format.gpu ? attention_backward_scratch_bytes(B, T, H, w.format.act_bytes == 2 ? w.attention_ds_budget : 0)
-                   : 0;
+      !w.format.gpu ? 0
+      : cudnn       ? attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_backward_data_bytes(B, T, C, H)
+                    : attention_backward_scratch_bytes(B, T, H, w.format.act_bytes == 2 ? w.attention_ds_budget : 0);
   return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes +
          gpu_attention;
 }

@@ -53,6 +53,11 @@ struct Workload {
   // GPU, bf16: the attention backward's budget for stored score gradients
   // (GPTOptions::attention_ds_budget).
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
+  // GPU, bf16: cuDNN's attention (--attention cudnn): no stored dS, and its
+  // backward's softmax_sum rows and fp32 dQ accumulator instead
+  // (attention_cudnn_backward_data_bytes; the engine's own workspace is
+  // not predicted).
+  bool attention_cudnn = false;
 };
 
 struct Placement {

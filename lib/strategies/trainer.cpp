@@ -261,6 +261,7 @@ struct Trainer::Impl {
   GPTOptions model_options() const {
     GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
     o.attention_ds_budget = cfg.attention_ds_budget();
+    o.attention_cudnn = cfg.attention == "cudnn";
     return o;
   }
 
@@ -742,7 +743,11 @@ struct Trainer::Impl {
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
            backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
            param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
-    if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
+    if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
+      log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
+           "other shapes",
+           cfg.micro_batch, cfg.seq_len);
+    else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
          "{:.1f} GFLOP/s",

@@ -10,6 +10,7 @@
 
 #include "core/cuda/device_memory.hpp"
 #include "gpu_test_util.hpp"
+#include "model/cuda/attention_cudnn.hpp"
 #include "model/cuda/device_state.hpp"
 #include "model/cuda/gpt_cuda.hpp"
 #include "model/gpt.hpp"
@@ -20,6 +21,8 @@
 
 namespace gpt::cuda::test {
 namespace {
+
+bool cudnn_available() { return cudnn_attention_unavailable().empty(); }
 
 constexpr int kB = 4, kT = 64;
 constexpr uint64_t kSeed = 1234;
@@ -228,8 +231,58 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsDefaultBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
+  // --attention cudnn: no stored dS; cuDNN's softmax sums and fp32 dQ accumulator instead, and on a GPU with
+  // cuDNN its engine's workspace on top (which only it knows).
+  auto cudnn_formula = [&] {
+    Workload w;
+    w.model = s.cfg;
+    w.seq_len = kT;
+    w.micro_batch = kB;
+    w.format = NumericFormat::bf16();
+    w.format.gpu = true;
+    w.attention_cudnn = true;
+    return activation_bytes(w);
+  };
+  EXPECT_EQ(cudnn_formula() - formula(true, 0),
+            attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd, s.cfg.n_head));
+  if (cudnn_available()) {
+    const AttentionShape full{kB, kT, s.cfg.n_embd, s.cfg.n_head};
+    const int64_t engine = std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full)) -
+                           attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd, s.cfg.n_head);
+    GPTOptions opt{kB, kT};
+    opt.attention_cudnn = true;
+    const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<bf16> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
+    EXPECT_EQ(s.dev_tracker.bytes(MemCategory::kActivations) - before, cudnn_formula() + engine);
+  }
 }
 #endif
+
+// --attention cudnn (GPTOptions::attention_cudnn) against our kernels: the
+// same two steps of bf16 training give the same loss and gradients to bf16
+// accuracy (the attention's sums run in other orders, and cuDNN's dQ
+// accumulates with atomics). On a GPU where cuDNN opens; skipped otherwise.
+TEST(CudaModel, CudnnAttentionFollowsOurs) {
+  GPT_REQUIRE_GPU();
+  if (!cudnn_available()) GTEST_SKIP() << "no cuDNN attention here (not built, or cuDNN cannot be opened)";
+  Rig s;
+  const auto tok0 = tokens_for_step(0, s.cfg.vocab_size), tok1 = tokens_for_step(1, s.cfg.vocab_size);
+  const float scale = 1.f / (2 * kB * kT);
+  double loss[2];
+  std::vector<std::vector<float>> grads[2];
+  for (int k = 0; k < 2; ++k) {
+    DeviceReplicatedState<bf16> st(s.layout, s.host_params(), &s.alloc, s.stream);
+    GPTOptions opt{kB, kT};
+    opt.attention_cudnn = k == 1;
+    DeviceGPT<bf16> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
+    st.zero_grads();
+    loss[k] = device_step(m, st, tok0, scale) + device_step(m, st, tok1, scale);
+    grads[k] = host_grads(s.layout, st, s.stream);
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-2 * loss[0]);
+  for (size_t u = 0; u < grads[0].size(); ++u)
+    EXPECT_LE(rel_error(grads[1][u], grads[0][u]), 2e-2) << "gradient of unit " << s.layout.unit(u).name;
+}
 
 TEST(CudaModel, RecomputeFp32) {
   GPT_REQUIRE_GPU();

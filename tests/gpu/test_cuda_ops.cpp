@@ -25,6 +25,7 @@
 #include "model/cpu/matmul.hpp"
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_cudnn.hpp"
 #include "model/cuda/bias_grad.hpp"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -283,6 +284,58 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
         lse.check_guards();
         sc.check_guards();
       }
+    }
+  }
+}
+
+// cuDNN's fused attention (bf16) against the CPU, at the shapes above, and
+// paired with our kernels both ways: its lse is ours (the statistics of its
+// softmax), so our backward runs from its forward and its backward from
+// ours. Its dQ is accumulated with atomics, so two runs are not compared
+// bit for bit. Skipped, with the reason, where cuDNN cannot be opened.
+TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
+  GPT_REQUIRE_GPU();
+  const std::string why = cudnn_attention_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (int64_t Tn : {75, 200}) {
+    for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
+      SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH);
+      const int64_t B = 2, C = 128;
+      const AttentionShape shape{B, Tn, C, NH};
+      auto qkv = input<bf16>(B * Tn * 3 * C, 1.f, 20 + NH + Tn), dy = input<bf16>(B * Tn * C, 1.f, 30 + NH + Tn);
+      std::vector<float> out(B * Tn * C), lse_ref(B * NH * Tn), dqkv(B * Tn * 3 * C);
+      const int kThreads = 256;
+      std::vector<float> scratch(cpu::attention_scratch_per_thread(Tn) * kThreads);
+      cpu::attention_forward(out.data(), lse_ref.data(), qkv.data(), scratch.data(), kThreads, {B, Tn, C, NH});
+      cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), lse_ref.data(), scratch.data(), kThreads,
+                              {B, Tn, C, NH});
+      const int64_t fwd_ws = cudnn_attention_forward_workspace(shape), bwd_ws = cudnn_attention_backward_workspace(shape);
+      Dev<bf16> gqkv(qkv), gdy(dy), gout(B * Tn * C), gdqkv(B * Tn * 3 * C), ours_out(B * Tn * C), mixed(B * Tn * 3 * C);
+      Dev<float> lse(B * NH * Tn), ours_lse(B * NH * Tn);
+      Dev<float> fws(size_t(std::max<int64_t>(fwd_ws, 4) / 4)), bws(size_t(bwd_ws / 4));
+      cudnn_attention_forward(gout.data(), lse.data(), gqkv.data(), shape, fws.data(), fwd_ws, nullptr);
+      cudnn_attention_backward(gdqkv.data(), gdy.data(), gqkv.data(), gout.data(), lse.data(), shape, bws.data(),
+                               bwd_ws, nullptr);
+      expect_close<bf16>(gout.download(), out, "cuDNN attention out");
+      expect_close<bf16>(gdqkv.download(), dqkv, "cuDNN attention dqkv");
+      EXPECT_LE(rel_error(diagonal_from_lse(qkv, lse.download(), B, Tn, C, NH),
+                          diagonal_from_lse(qkv, lse_ref, B, Tn, C, NH)),
+                1e-4)
+          << "cuDNN's softmax statistics as our log-sum-exp";
+      // Our backward from cuDNN's forward ...
+      const int64_t sc_floats = attention_backward_scratch(shape);
+      Dev<float> sc{size_t(sc_floats)};
+      attention_backward(mixed.data(), sc.data(), sc_floats, gdy.data(), gqkv.data(), gout.data(), lse.data(), shape,
+                         nullptr);
+      expect_close<bf16>(mixed.download(), dqkv, "our backward from cuDNN's forward");
+      // ... and cuDNN's backward from ours.
+      attention_forward(ours_out.data(), ours_lse.data(), gqkv.data(), shape, nullptr);
+      cudnn_attention_backward(mixed.data(), gdy.data(), gqkv.data(), ours_out.data(), ours_lse.data(), shape,
+                               bws.data(), bwd_ws, nullptr);
+      expect_close<bf16>(mixed.download(), dqkv, "cuDNN's backward from our forward");
+      for (auto* d : {&gout, &gdqkv, &mixed}) d->check_guards();
+      lse.check_guards();
+      bws.check_guards();
     }
   }
 }

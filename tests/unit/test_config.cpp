@@ -87,6 +87,20 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention_ds_mib, 256);  // the default on cuda
   EXPECT_EQ(parse({"--data", "x"}).attention_ds_mib, 0);                         // nothing on the CPU
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention-ds-mib", "0"}).attention_ds_mib, 0);
+  // cuDNN's attention: cuda and bf16 only; no stored dS budget to set (and none counted).
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention, "ours");
+  const RunConfig cudnn = parse({"--data", "x", "--device", "cuda", "--attention", "cudnn"});
+  EXPECT_EQ(cudnn.attention, "cudnn");
+  EXPECT_EQ(cudnn.attention_ds_mib, 0);
+  EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--attention", "flash"}),
+            "invalid attention = 'flash': expected ours, cudnn");
+  const std::string needs = "invalid attention = 'cudnn': needs --device cuda and --precision bf16 (cuDNN's bf16 "
+                            "fused attention)";
+  EXPECT_EQ(error_of({"--data", "x", "--attention", "cudnn"}), needs);
+  EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--precision", "fp32", "--attention", "cudnn"}), needs);
+  EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--attention", "cudnn", "--attention-ds-mib", "64"}),
+            "invalid attention-ds-mib = 64: the budget of our kernels' stored score gradients, which --attention "
+            "cudnn does not run");
   // A constant LR never decays to min-lr: the defaults' 6e-5 may exceed a fine-tuning lr.
   EXPECT_EQ(error_of({"--data", "x", "--lr", "3e-5", "--lr-decay", "constant"}), "");
 }

@@ -20,7 +20,6 @@
 
 #include "core/error.hpp"
 #include "model/cuda/attention_cudnn.hpp"
-#include "model/cuda/cudnn_api.hpp"
 
 namespace {
 
@@ -45,13 +44,8 @@ const std::string kA100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlo
 
 // Why these tests cannot run here, or "" when they can.
 std::string unavailable() {
-  if (!gpt::cuda::cudnn_attention_built()) return "this build has no cuDNN headers";
-  try {
-    const size_t v = gpt::cuda::cudnn().get_version();
-    if (v < 90800) return "cuDNN " + std::to_string(v) + " is older than 9.8 (no device-properties descriptor)";
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
+  const std::string why = gpt::cuda::cudnn_attention_unavailable();
+  if (!why.empty()) return why;
   if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) return "no libcuda.so.1 (driver or stub) to load";
   return "";
 }

@@ -10,6 +10,9 @@ namespace {
 [[noreturn]] void not_built() { throw_error("cuDNN's attention is not in this build (cuDNN's headers were not found)"); }
 }  // namespace
 bool cudnn_attention_built() { return false; }
+std::string cudnn_attention_unavailable() {
+  return "this backend has no cuDNN attention (no cuDNN headers at build time, or the emulated backend)";
+}
 bool cudnn_attention_supported(const AttentionShape&) { return false; }
 int64_t cudnn_attention_forward_workspace(const AttentionShape&) { not_built(); }
 int64_t cudnn_attention_backward_workspace(const AttentionShape&) { not_built(); }
@@ -38,6 +41,7 @@ CudnnAttentionSupport cudnn_attention_support(const AttentionShape&, const std::
 #include <utility>
 #include <vector>
 
+#include "model/attention_ds.hpp"
 #include "model/cuda/cudnn_api.hpp"
 
 namespace gpt::cuda {
@@ -423,6 +427,9 @@ Plan& plan_for(const AttentionShape& s, bool backward) {
 }
 
 int64_t backward_rows_bytes(const AttentionShape& s) { return aligned(s.B * s.NH * s.T * 4); }
+int64_t backward_data_bytes(const AttentionShape& s) {
+  return attention_cudnn_backward_data_bytes(s.B, s.T, s.C, s.NH);
+}
 
 // Runs `p` with the tensors `uids` bound to `ptrs` (a variant pack made once per set of pointers).
 void execute(Plan& p, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs, void* workspace,
@@ -460,6 +467,15 @@ const float kLowest = -FLT_MAX, kOneValue = 1.f;
 
 bool cudnn_attention_built() { return true; }
 
+std::string cudnn_attention_unavailable() {
+  try {
+    check_version();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 bool cudnn_attention_supported(const AttentionShape& s) {
   if (s.NH <= 0 || s.C % s.NH != 0) return false;
   const int64_t hs = s.C / s.NH;
@@ -473,7 +489,7 @@ int64_t cudnn_attention_forward_workspace(const AttentionShape& s) {
 
 int64_t cudnn_attention_backward_workspace(const AttentionShape& s) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return aligned(plan_for(s, true).engine_workspace) + backward_rows_bytes(s) + aligned(s.B * s.T * s.C * 4);
+  return aligned(plan_for(s, true).engine_workspace) + backward_data_bytes(s);
 }
 
 void cudnn_attention_forward(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, void* workspace,
@@ -493,7 +509,7 @@ void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   std::lock_guard<std::mutex> lock(g_mutex);
   Plan& p = plan_for(s, true);
   const int64_t engine = aligned(p.engine_workspace), rows = backward_rows_bytes(s);
-  check_workspace("backward", workspace_bytes, engine + rows + aligned(s.B * s.T * s.C * 4), workspace);
+  check_workspace("backward", workspace_bytes, engine + backward_data_bytes(s), workspace);
   static float scale;
   scale = 1.f / std::sqrt(float(s.C / s.NH));
   char* ws = static_cast<char*>(workspace);

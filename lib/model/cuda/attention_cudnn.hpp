@@ -33,6 +33,10 @@ namespace gpt::cuda {
 // Whether this build has cuDNN's attention (its headers were found).
 bool cudnn_attention_built();
 
+// Why cuDNN's attention cannot run in this process ("" when it can, a GPU
+// aside): not built, cuDNN cannot be opened, or it is older than 9.8.
+std::string cudnn_attention_unavailable();
+
 // Whether cuDNN's attention applies to this shape: bf16 buffers of C a
 // multiple of 8 (16-byte aligned heads), head size a multiple of 8 up to 128.
 bool cudnn_attention_supported(const AttentionShape& s);

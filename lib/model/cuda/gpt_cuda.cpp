@@ -7,6 +7,7 @@
 #include "core/cuda/host_wait.hpp"
 #include "core/error.hpp"
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_cudnn.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -48,9 +49,22 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
   // The attention backward's delta rows and, in bf16, its stored score
   // gradients (activations, as the planner counts them: cost_model.cpp).
-  const int64_t ds_budget = std::is_same_v<T, bf16> ? opt_.attention_ds_budget : 0;
-  att_scratch_ = DeviceBuffer<float>(
-      size_t(attention_backward_scratch({opt_.max_batch, opt_.max_seq, C, c.n_head}, ds_budget)), A, alloc);
+  const int64_t ds_budget = std::is_same_v<T, bf16> && !opt_.attention_cudnn ? opt_.attention_ds_budget : 0;
+  const AttentionShape full{opt_.max_batch, opt_.max_seq, C, c.n_head};
+  att_scratch_ = DeviceBuffer<float>(size_t(attention_backward_scratch(full, ds_budget)), A, alloc);
+  // cuDNN's attention: its workspace (the backward's softmax_sum rows and dQ
+  // accumulator, as the planner counts them, plus the engine's own), an
+  // activation like the stored dS it replaces. Building the plans here
+  // compiles cuDNN's kernels before the first step.
+  if (opt_.attention_cudnn) {
+    if (!std::is_same_v<T, bf16>) throw_error("cuDNN's attention needs bf16 (--precision bf16)");
+    if (!cudnn_attention_supported(full))
+      throw_error("cuDNN's attention does not support head size " + std::to_string(C / c.n_head) +
+                  " (a multiple of 8 up to 128)");
+    const int64_t bytes =
+        std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full));
+    cudnn_ws_ = DeviceBuffer<float>(size_t(bytes / 4), A, alloc);
+  }
   loss_sum_ = DeviceBuffer<double>(1, S, alloc);
   sum_scratch_ = DeviceBuffer<double>(size_t(sum_squares_scratch()), S, alloc);
   batch_ = DeviceBuffer<int32_t>(size_t(5 * N + 1), S, alloc);  // tokens, targets, groups (<= 3N + 1)
@@ -133,7 +147,11 @@ void DeviceGPT<T>::block_forward(int layer, const T* p, BlockActs& a, const T* x
   if (kv)
     GPT_CUDA_OK(cudaMemcpy2DAsync(kv + int64_t(decode_pos_) * 2 * C, 2 * C * sizeof(T), a.qkv.data() + C,
                                   3 * C * sizeof(T), 2 * C * sizeof(T), size_t(T_), cudaMemcpyDeviceToDevice, s));
-  if (decode_pos_ <= 0)
+  if (decode_pos_ < 0 && use_cudnn()) {
+    if constexpr (std::is_same_v<T, bf16>)
+      cudnn_attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, cudnn_ws_.data(),
+                              int64_t(cudnn_ws_.size()) * 4, s);
+  } else if (decode_pos_ <= 0)
     attention_forward(a.atty.data(), a.lse.data(), a.qkv.data(), {B_, T_, C, c.n_head}, s,
                       std::is_same_v<T, bf16> && opt_.attention_wide_forward ? AttentionKernel::kTensorCoreWide
                                                                               : AttentionKernel::kAuto);
@@ -232,8 +250,14 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
                      p + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.attproj_w, g + o.attproj_b, dres, a.atty.data(), p + o.attproj_w, N, C,
                        C, s);
-  attention_backward(dqkv_.data(), att_scratch_.data(), int64_t(att_scratch_.size()), dsmall_.data(), a.qkv.data(),
-                     a.atty.data(), a.lse.data(), {B_, T_, C, c.n_head}, s);
+  if (use_cudnn()) {
+    if constexpr (std::is_same_v<T, bf16>)
+      cudnn_attention_backward(dqkv_.data(), dsmall_.data(), a.qkv.data(), a.atty.data(), a.lse.data(),
+                               {B_, T_, C, c.n_head}, cudnn_ws_.data(), int64_t(cudnn_ws_.size()) * 4, s);
+  } else {
+    attention_backward(dqkv_.data(), att_scratch_.data(), int64_t(att_scratch_.size()), dsmall_.data(),
+                       a.qkv.data(), a.atty.data(), a.lse.data(), {B_, T_, C, c.n_head}, s);
+  }
   if (re_ln)  // the shared buffer held ln_2's output until here
     layernorm_forward(acts_.ln1(a), a.ln1_mean.data(), a.ln1_rstd.data(), x, p + o.ln1_w, p + o.ln1_b, N, C, s);
   mm_->linear_backward(dsmall_.data(), g + o.qkv_w, g + o.qkv_b, dqkv_.data(), acts_.ln1(a), p + o.qkv_w, N, C, 3 * C,

@@ -105,6 +105,9 @@ class DeviceGPT {
   Acts acts_;  // what the blocks save for backward, and the residual stream
   DeviceBuffer<T> lnf_, dlnf_, logits_, dresid_, dbig_, dqkv_, dsmall_;
   DeviceBuffer<float> lnf_mean_, lnf_rstd_, losses_, ln_scratch_, att_scratch_;
+  // GPTOptions::attention_cudnn: cuDNN's attention workspace (empty: our kernels).
+  DeviceBuffer<float> cudnn_ws_;
+  bool use_cudnn() const { return cudnn_ws_.size() > 0 && B_ == opt_.max_batch && T_ == opt_.max_seq; }
   DeviceBuffer<float> row_logits_;  // logits_row's fp32 copy; allocated on first use (sampling only)
   DeviceBuffer<T> kv_;              // set_decode's key/value cache; allocated on first use (sampling only)
   int decode_pos_ = -1;             // -1: whole passes
