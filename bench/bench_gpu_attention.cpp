@@ -14,9 +14,12 @@
 // launch reads dS from L2, not DRAM, at the price of more, smaller
 // launches; --attention-ds-mib sets such a budget in the trainer), dQ
 // recomputed (no room for them), and the first again with the forward on
-// 128-query tiles (forward_wide_kernel).
+// 128-query tiles (forward_wide_kernel); and cuDNN's fused attention
+// (model/cuda/attention_cudnn.hpp, gpt_train --attention cudnn) where
+// cuDNN opens, else a line and "cudnn_unavailable" in the JSON saying why.
 //
 //   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
@@ -28,6 +31,7 @@
 #include "core/cuda/device_query.hpp"
 #include "core/cuda/stream.hpp"
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_cudnn.hpp"
 #include "model/cuda/check.hpp"
 #include "model/config.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -45,7 +49,7 @@ struct Timing {
 };
 
 template <typename T>
-Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budget, const float* host_qkv,
+Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budget, bool cudnn, const float* host_qkv,
                    const float* host_dy, cuda::DeviceAllocator* alloc, cudaStream_t stream) {
   const cuda::AttentionShape s{a.batch, a.seq, a.embd, a.heads};
   const int64_t n_qkv = s.B * s.T * 3 * s.C, n_out = s.B * s.T * s.C;
@@ -54,6 +58,9 @@ Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budge
   cuda::DeviceBuffer<T> out(n_out, MemCategory::kActivations, alloc), dy(n_out, MemCategory::kActivations, alloc);
   cuda::DeviceBuffer<float> lse(s.B * s.NH * s.T, MemCategory::kActivations, alloc);
   cuda::DeviceBuffer<float> scratch(cuda::attention_backward_scratch(s, ds_budget), MemCategory::kActivations, alloc);
+  const int64_t cudnn_ws =
+      cudnn ? std::max(cuda::cudnn_attention_forward_workspace(s), cuda::cudnn_attention_backward_workspace(s)) : 0;
+  cuda::DeviceBuffer<float> ws(size_t(cudnn_ws / 4), MemCategory::kScratch, alloc);
   GPT_CUDA_OK(cudaMemcpy(staging.data(), host_qkv, n_qkv * sizeof(float), cudaMemcpyHostToDevice));
   cuda::convert(qkv.data(), staging.data(), n_qkv, stream);
   GPT_CUDA_OK(cudaMemcpy(staging.data(), host_dy, n_out * sizeof(float), cudaMemcpyHostToDevice));
@@ -66,10 +73,17 @@ Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budge
   float fwd = 0, bwd = 0;
   for (int it = 0; it < a.iters + 3; ++it) {  // 3 untimed warm-up iterations
     GPT_CUDA_OK(cudaEventRecord(e0, stream));
-    cuda::attention_forward(out.data(), lse.data(), qkv.data(), s, stream, kernel);
+    if constexpr (std::is_same_v<T, cuda::bf16>)
+      if (cudnn) cuda::cudnn_attention_forward(out.data(), lse.data(), qkv.data(), s, ws.data(), cudnn_ws, stream);
+    if (!cudnn) cuda::attention_forward(out.data(), lse.data(), qkv.data(), s, stream, kernel);
     GPT_CUDA_OK(cudaEventRecord(e1, stream));
-    cuda::attention_backward(dqkv.data(), scratch.data(), int64_t(scratch.size()), dy.data(), qkv.data(), out.data(),
-                             lse.data(), s, stream, kernel);
+    if constexpr (std::is_same_v<T, cuda::bf16>)
+      if (cudnn)
+        cuda::cudnn_attention_backward(dqkv.data(), dy.data(), qkv.data(), out.data(), lse.data(), s, ws.data(),
+                                       cudnn_ws, stream);
+    if (!cudnn)
+      cuda::attention_backward(dqkv.data(), scratch.data(), int64_t(scratch.size()), dy.data(), qkv.data(),
+                               out.data(), lse.data(), s, stream, kernel);
     GPT_CUDA_OK(cudaEventRecord(e2, stream));
     GPT_CUDA_OK(cudaEventSynchronize(e2));
     if (it < 3) continue;
@@ -110,6 +124,7 @@ nlohmann::json run(Args& a) {
     bool bf16;
     cuda::AttentionKernel kernel;
     int64_t ds_budget;
+    bool cudnn = false;
   };
   const int64_t stored = kAttentionDsDefaultBytes;
   const int64_t in_l2 = bench::attention_ds_in_l2_budget();
@@ -117,23 +132,42 @@ nlohmann::json run(Args& a) {
                         {"tensor_core_bf16_ds_in_l2", true, cuda::AttentionKernel::kTensorCore, in_l2},
                         {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},
                         {"tensor_core_bf16_wide_fwd", true, cuda::AttentionKernel::kTensorCoreWide, stored},
+                        {"cudnn_bf16", true, cuda::AttentionKernel::kAuto, 0, true},
                         {"simt_bf16", true, cuda::AttentionKernel::kSimt, 0},
                         {"simt_fp32", false, cuda::AttentionKernel::kSimt, 0}};
   std::printf("# attention of %s: B=%d T=%d C=%d NH=%d on %s\n", a.model.c_str(), a.batch, a.seq, a.embd, a.heads,
               dev.c_str());
   std::printf("# %-26s %10s %10s %10s %10s %8s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "dS MiB");
+  nlohmann::json cudnn_note;  // why cuDNN's row is missing, if it is
   for (const Case& c : cases) {
     const int64_t b = c.ds_budget;
-    const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, b, qkv.data(), dy.data(), &alloc, stream)
-                            : time_kernel<float>(a, c.kernel, b, qkv.data(), dy.data(), &alloc, stream);
+    if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape
+      std::string why = cuda::cudnn_attention_unavailable();
+      if (why.empty()) try {
+          cuda::cudnn_attention_backward_workspace({a.batch, a.seq, a.embd, a.heads});
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+      if (!why.empty()) {
+        std::printf("  %-26s unavailable: %s\n", c.name, why.c_str());
+        cudnn_note = why;
+        continue;
+      }
+    }
+    const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, b, c.cudnn, qkv.data(), dy.data(), &alloc, stream)
+                            : time_kernel<float>(a, c.kernel, b, c.cudnn, qkv.data(), dy.data(), &alloc, stream);
     const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
-    const double ds_mib = c.bf16 ? double(attention_ds_bytes(a.batch, a.seq, a.heads, b)) / (1 << 20) : 0.0;
+    const double ds_mib =
+        c.bf16 && !c.cudnn ? double(attention_ds_bytes(a.batch, a.seq, a.heads, b)) / (1 << 20) : 0.0;
     std::printf("  %-26s %10.3f %10.3f %10.1f %10.1f %8.1f\n", c.name, t.fwd_ms, t.bwd_ms, ftf, btf, ds_mib);
     rows.push_back({{"kernel", c.name}, {"fwd_ms", t.fwd_ms}, {"bwd_ms", t.bwd_ms}, {"fwd_tflops", ftf},
                     {"bwd_tflops", btf}, {"ds_mib", ds_mib}});
   }
-  return {{"bench", "attention"}, {"device", dev},      {"model", a.model}, {"batch", a.batch}, {"seq", a.seq},
-          {"embd", a.embd},       {"heads", a.heads},   {"iters", a.iters}, {"results", rows}};
+  nlohmann::json out = {{"bench", "attention"}, {"device", dev},    {"model", a.model},
+                        {"batch", a.batch},    {"seq", a.seq},    {"embd", a.embd},
+                        {"heads", a.heads},    {"iters", a.iters}, {"results", rows}};
+  if (!cudnn_note.is_null()) out["cudnn_unavailable"] = cudnn_note;
+  return out;
 }
 
 }  // namespace

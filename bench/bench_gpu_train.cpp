@@ -12,7 +12,7 @@
 //                   [--precision bf16|fp32] [--steps 20] [--warmup 5]
 //                   [--recompute none|gelu|gelu-ln] [--gemm-autotune N]
 //                   [--attention-ds-mib MIB | --attention-ds-in-l2]
-//                   [--attention-wide-forward]
+//                   [--attention-wide-forward] [--attention-cudnn]
 // With --gemm-autotune N (N > 1) the first step times up to N of
 // cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
 // set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
@@ -25,6 +25,8 @@
 // the attention forward runs on 128-query tiles (GPTOptions::
 // attention_wide_forward), "-wide-fwd". Those two rows say, at the level of
 // the whole step, whether either should become the trainer's default.
+// With --attention-cudnn the blocks run cuDNN's fused attention
+// (gpt_train --attention cudnn), "ours-cudnn-attention".
 #include <array>
 #include <cstdio>
 #include <random>
@@ -63,7 +65,7 @@ struct Args : bench::Shape {
   std::string recompute = "none";
   int gemm_autotune = 0;
   int attention_ds_mib = int(kAttentionDsDefaultBytes >> 20);
-  bool attention_ds_in_l2 = false, attention_wide_forward = false;
+  bool attention_ds_in_l2 = false, attention_wide_forward = false, attention_cudnn = false;
 };
 
 template <typename T>
@@ -85,6 +87,7 @@ nlohmann::json run(const Args& a) {
   opt.attention_ds_budget =
       a.attention_ds_in_l2 ? bench::attention_ds_in_l2_budget() : int64_t(a.attention_ds_mib) << 20;
   opt.attention_wide_forward = a.attention_wide_forward;
+  opt.attention_cudnn = a.attention_cudnn;
   cuda::DeviceGPT<T> m(layout, opt, &alloc, &mm, stream);
 
   std::mt19937 rng(7);
@@ -158,11 +161,13 @@ nlohmann::json run(const Args& a) {
   if (a.attention_ds_mib == 0) impl += "-recompute-dq";
   if (a.attention_ds_in_l2) impl += "-ds-in-l2";
   if (a.attention_wide_forward) impl += "-wide-fwd";
+  if (a.attention_cudnn) impl += "-cudnn-attention";
   nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune},
                       {"attention_ds_mib", opt.attention_ds_budget >> 20},
                       {"attention_ds_bytes", bf16 ? attention_ds_bytes(a.batch, a.seq, cfg.n_head,
                                                                        opt.attention_ds_budget) : 0},
-                      {"attention_wide_forward", a.attention_wide_forward}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
+                      {"attention_wide_forward", a.attention_wide_forward},
+                      {"attention_cudnn", a.attention_cudnn}, {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
                       {"recompute", a.recompute},
                       {"tokens_per_s", tok_s}, {"step_ms", step_s * 1e3}, {"mfu", mfu}, {"final_loss", loss},
@@ -242,6 +247,10 @@ int main(int argc, char** argv) {
       ->excludes("--attention-ds-mib");
   app.add_flag("--attention-wide-forward", a.attention_wide_forward,
                "attention forward on 128-query tiles instead of 64 (bf16)");
+  app.add_flag("--attention-cudnn", a.attention_cudnn, "cuDNN's fused attention (bf16; gpt_train --attention cudnn)")
+      ->excludes("--attention-ds-mib")
+      ->excludes("--attention-ds-in-l2")
+      ->excludes("--attention-wide-forward");
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -46,6 +46,9 @@ rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" 
   --attention-ds-in-l2)") || echo "warning: the dS-in-L2 row failed; left out" >&2
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
   --attention-wide-forward)") || echo "warning: the wide-forward row failed; left out" >&2
+# cuDNN's fused attention in our step (gpt_train --attention cudnn), where cuDNN opens.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
+  --attention-cudnn)") || echo "warning: the cuDNN-attention row failed (no cuDNN?); left out" >&2
 for mode in eager compile; do
   if r="$("$py" "$root/bench/torch_gpu_train.py" --mode "$mode" "${shape[@]}" --steps "$steps" --warmup "$warmup" 2>/dev/null | grep '^{')"; then
     rows+=("$r")

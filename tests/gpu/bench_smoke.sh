@@ -153,6 +153,9 @@ assert [a["kernel"] for a in att] == ["tensor_core_bf16", "tensor_core_bf16_ds_i
                                      "tensor_core_bf16_wide_fwd", "simt_bf16", "simt_fp32"], att
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att
 assert [a["ds_mib"] > 0 for a in att] == [True, True, False, True, False, False], att  # dQ from stored dS or recomputed
+# cuDNN's attention has no emulated stand-in: its benchmark row is left out, saying why, and so is the step's.
+assert "emulated backend" in r["attention"]["cudnn_unavailable"], r["attention"]
+assert not [x for x in r["rows"] if x["impl"] == "ours-cudnn-attention"], r["rows"]
 smp = r["sampling"]  # prompt 32 + 32 greedy tokens of tiny at T=64, cached and by whole passes
 assert smp["prompt_tokens"] == 32 and smp["new_tokens"] == 32 and smp["whole_s"] > 0 and smp["cached_s"] > 0, smp
 assert smp["same_tokens"] >= 1 and smp["cache_bytes"] == 4 * 64 * 2 * 128 * 2, smp

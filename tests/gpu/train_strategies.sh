@@ -87,6 +87,18 @@ for np in 2 4; do
 done
 run gpu_bf16 1 --device cuda
 compare gpu_fp32 gpu_bf16 0.03 loss
+# --attention cudnn (cuDNN's fused attention in the blocks): on a GPU where
+# cuDNN opens, zero3 on 2 ranks sharing it within 2% of our kernels' bf16
+# run; where it cannot run (the emulator, a GPU machine without cuDNN)
+# both ranks end with one line saying why, not a hang or a crash.
+if out="$("$mpirun" -np 2 "${train[@]}" --metrics "$work/cudnn_zero3.jsonl" --device cuda --strategy zero3 \
+    --attention cudnn 2>&1)"; then
+  [ -z "$emulated" ] || { echo "FAILED: --attention cudnn ran on the emulator"; echo "$out"; exit 1; }
+  compare gpu_bf16 cudnn_zero3 0.02
+else
+  grep -q "^error: --attention cudnn: " <<<"$out" || { echo "FAILED: --attention cudnn"; echo "$out"; exit 1; }
+  echo "--attention cudnn cannot run here: $(grep -m1 '^error:' <<<"$out")"
+fi
 for s in ddp zero1 zero2 zero3 hybrid; do
   mesh=(); [ "$s" = hybrid ] && mesh=(--mesh 2x1)
   for r in fp32 bf16; do
