@@ -38,8 +38,25 @@ if ! ls /usr/local/cuda/include/nccl.h > /dev/null 2>&1; then
   echo "NCCL: ${pip_nccl:-not found (the NCCL communicator will be left out)}" | tee -a "$out/gpu.txt"
 fi
 
+# cuDNN (its fused attention, --attention cudnn): the toolkit's, or else the
+# one PyTorch's wheels bring (nvidia-cudnn: headers, and libcudnn.so.9, which
+# the program opens when asked for it: LD_LIBRARY_PATH).
+cudnn_root=()
+if ! ls /usr/local/cuda/include/cudnn_graph.h > /dev/null 2>&1; then
+  pip_cudnn=""
+  for base in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+    h="$(find "$base" -path '*include/cudnn_graph.h' 2>/dev/null | head -n 1)"
+    [ -n "$h" ] && { pip_cudnn="$(dirname "$(dirname "$h")")"; break; }
+  done
+  if [ -n "$pip_cudnn" ]; then
+    cudnn_root=(-DCUDNN_ROOT="$pip_cudnn")
+    export LD_LIBRARY_PATH="$pip_cudnn/lib:${LD_LIBRARY_PATH:-}"
+  fi
+  echo "cuDNN: ${pip_cudnn:-not found (the cuDNN attention will be left out)}" | tee -a "$out/gpu.txt"
+fi
+
 if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = sanitize ] || [ "$what" = all ]; then
-  cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DGPT_GPU_OPS_ONLY=ON \
+  cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DGPT_GPU_OPS_ONLY=ON "${cudnn_root[@]}" \
     -DGPT_CARRY_DIR="$carry" -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$out/ops-configure.log" 2>&1 &&
     cmake --build "$root/build-gpu" -j "$jobs" > "$out/ops-build.log" 2>&1 || { echo "ops build failed"; tail -30 "$out/ops-build.log"; exit 1; }
 fi
@@ -81,7 +98,8 @@ if [ "$full_build" = 1 ] || [ "$full_test" = 1 ]; then
   carried_mpi
   if [ "$full_build" = 1 ]; then
     cmake -S "$root" -B "$root/build-gpu-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-      -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" > "$out/full-configure.log" 2>&1 &&
+      -DGPT_CARRY_DIR="$carry" -DGPT_CARRY_PREFIX="$prefix" "${nccl_root[@]}" "${cudnn_root[@]}" \
+      > "$out/full-configure.log" 2>&1 &&
       cmake --build "$root/build-gpu-full" -j "$jobs" > "$out/full-build.log" 2>&1 ||
       { echo "full build failed: see $out/full-*.log"; tail -n 20 "$out"/full-*.log; rc=1; }
   fi
