@@ -25,29 +25,29 @@ jobs="$(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 nvcc --version | tail -n 2 | tee -a "$out/gpu.txt"
 rc=0
-# NCCL: the toolkit's, or else the one PyTorch's pip wheels bring (nvidia-nccl).
+# A library the toolkit lacks, from PyTorch's pip wheels: the folder above
+# the first include/HEADER under the nvidia package ("" if none). The
+# wheels' layout differs between releases (nvidia/nccl/, nvidia/cu13/).
+pip_root() {
+  local base h
+  for base in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+    h="$(find "$base" -path "*include/$1" 2>/dev/null | head -n 1)"
+    [ -n "$h" ] && { dirname "$(dirname "$h")"; return; }
+  done
+}
+# NCCL: the toolkit's, or else the one PyTorch's wheels bring (nvidia-nccl).
 nccl_root=()
 if ! ls /usr/local/cuda/include/nccl.h > /dev/null 2>&1; then
-  # The wheel's layout differs between releases (nvidia/nccl/, nvidia/cu13/): take the folder above its nccl.h.
-  pip_nccl=""
-  for base in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
-    h="$(find "$base" -path '*include/nccl.h' 2>/dev/null | head -n 1)"
-    [ -n "$h" ] && { pip_nccl="$(dirname "$(dirname "$h")")"; break; }
-  done
+  pip_nccl="$(pip_root nccl.h)"
   [ -n "$pip_nccl" ] && nccl_root=(-DNCCL_ROOT="$pip_nccl")
   echo "NCCL: ${pip_nccl:-not found (the NCCL communicator will be left out)}" | tee -a "$out/gpu.txt"
 fi
-
 # cuDNN (its fused attention, --attention cudnn): the toolkit's, or else the
-# one PyTorch's wheels bring (nvidia-cudnn: headers, and libcudnn.so.9, which
-# the program opens when asked for it: LD_LIBRARY_PATH).
+# one the wheels bring (nvidia-cudnn: headers, and libcudnn.so.9, which the
+# program opens when asked for it: LD_LIBRARY_PATH).
 cudnn_root=()
 if ! ls /usr/local/cuda/include/cudnn_graph.h > /dev/null 2>&1; then
-  pip_cudnn=""
-  for base in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
-    h="$(find "$base" -path '*include/cudnn_graph.h' 2>/dev/null | head -n 1)"
-    [ -n "$h" ] && { pip_cudnn="$(dirname "$(dirname "$h")")"; break; }
-  done
+  pip_cudnn="$(pip_root cudnn_graph.h)"
   if [ -n "$pip_cudnn" ]; then
     cudnn_root=(-DCUDNN_ROOT="$pip_cudnn")
     export LD_LIBRARY_PATH="$pip_cudnn/lib:${LD_LIBRARY_PATH:-}"

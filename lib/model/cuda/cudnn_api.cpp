@@ -1,10 +1,9 @@
 // cuDNN opened on first use (cudnn_api.hpp).
 #include "model/cuda/cudnn_api.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "core/shared_library.hpp"
 
 #define GPT_STR_(x) #x
 #define GPT_STR(x) GPT_STR_(x)
@@ -12,50 +11,30 @@
 namespace gpt::cuda {
 namespace {
 
-template <typename Fn>
-void resolve(void* lib, const std::string& path, const char* name, Fn& fn) {
-  dlerror();
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    const char* why = dlerror();
-    throw Error(fmt::format("{} has no {} ({}): it is not the cuDNN {} the program was built for", path, name,
-                            why ? why : "null symbol", CUDNN_MAJOR));
-  }
-  fn = reinterpret_cast<Fn>(sym);
-}
-
 CudnnApi open_cudnn(const std::vector<std::string>& candidates) {
-  std::string tried;
-  for (const std::string& path : candidates) {
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* why = dlerror();
-      tried += fmt::format("{}{}", tried.empty() ? "" : "; ", why ? why : path);
-      continue;
-    }
-    CudnnApi api;
-    try {
-      resolve(lib, path, "cudnnGetVersion", api.get_version);
-      resolve(lib, path, "cudnnGetErrorString", api.get_error_string);
-      resolve(lib, path, "cudnnGetLastErrorString", api.get_last_error_string);
-      resolve(lib, path, "cudnnCreate", api.create);
-      resolve(lib, path, "cudnnSetStream", api.set_stream);
-      resolve(lib, path, "cudnnBackendCreateDescriptor", api.create_descriptor);
-      resolve(lib, path, "cudnnBackendDestroyDescriptor", api.destroy_descriptor);
-      resolve(lib, path, "cudnnBackendSetAttribute", api.set_attribute);
-      resolve(lib, path, "cudnnBackendGetAttribute", api.get_attribute);
-      resolve(lib, path, "cudnnBackendFinalize", api.finalize);
-      resolve(lib, path, "cudnnBackendExecute", api.execute);
-    } catch (...) {
-      dlclose(lib);
-      throw;
-    }
-    api.path = path;
-    return api;  // open for the life of the process, like cuBLASLt
+  SharedLibrary lib = open_first_library(candidates, "cuDNN, which cuDNN's attention needs",
+                                         "add its library directory to LD_LIBRARY_PATH, e.g. PyTorch's "
+                                         "nvidia/cudnn/lib");
+  const std::string mismatch = fmt::format("it is not the cuDNN {} the program was built for", CUDNN_MAJOR);
+  CudnnApi api;
+  try {
+    resolve_symbol(lib, "cudnnGetVersion", api.get_version, mismatch);
+    resolve_symbol(lib, "cudnnGetErrorString", api.get_error_string, mismatch);
+    resolve_symbol(lib, "cudnnGetLastErrorString", api.get_last_error_string, mismatch);
+    resolve_symbol(lib, "cudnnCreate", api.create, mismatch);
+    resolve_symbol(lib, "cudnnSetStream", api.set_stream, mismatch);
+    resolve_symbol(lib, "cudnnBackendCreateDescriptor", api.create_descriptor, mismatch);
+    resolve_symbol(lib, "cudnnBackendDestroyDescriptor", api.destroy_descriptor, mismatch);
+    resolve_symbol(lib, "cudnnBackendSetAttribute", api.set_attribute, mismatch);
+    resolve_symbol(lib, "cudnnBackendGetAttribute", api.get_attribute, mismatch);
+    resolve_symbol(lib, "cudnnBackendFinalize", api.finalize, mismatch);
+    resolve_symbol(lib, "cudnnBackendExecute", api.execute, mismatch);
+  } catch (...) {
+    close_library(lib);
+    throw;
   }
-  throw Error(fmt::format("cannot open cuDNN, which cuDNN's attention needs: {} (add its library directory to "
-                          "LD_LIBRARY_PATH, e.g. PyTorch's nvidia/cudnn/lib)",
-                          tried.empty() ? "no candidate file names" : tried));
+  api.path = lib.path;
+  return api;  // open for the life of the process, like cuBLASLt
 }
 
 }  // namespace
