@@ -34,6 +34,7 @@ CudnnAttentionSupport cudnn_attention_support(const AttentionShape&, const std::
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -431,19 +432,21 @@ int64_t backward_data_bytes(const AttentionShape& s) {
   return attention_cudnn_backward_data_bytes(s.B, s.T, s.C, s.NH);
 }
 
-// Runs `p` with the tensors `uids` bound to `ptrs` (a variant pack made once per set of pointers).
-void execute(Plan& p, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs, void* workspace,
+// Runs `p` with the tensors `uids` bound to `ptrs` (a variant pack made once
+// per set of pointers; a call with a known set allocates nothing).
+void execute(Plan& p, std::initializer_list<int64_t> uids, std::initializer_list<void*> ptrs, void* workspace,
              cudaStream_t stream) {
   Plan::Key key{};
-  for (size_t i = 0; i < ptrs.size(); ++i) key[i] = ptrs[i];
+  size_t i = 0;
+  for (void* ptr : ptrs) key[i++] = ptr;
   key[Plan::kPointers - 1] = workspace;
   const Desc* pack = nullptr;
   for (const auto& [k, d] : p.packs)
     if (k == key) pack = d.get();
   if (!pack) {
     auto d = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
-    d->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()))
-        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(), int64_t(ptrs.size()))
+    d->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.begin(), int64_t(uids.size()))
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.begin(), int64_t(ptrs.size()))
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
         .finalize();
     pack = d.get();
