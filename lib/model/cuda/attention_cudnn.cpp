@@ -408,6 +408,13 @@ Plan& plan_for(const AttentionShape& s, bool backward) {
   for (const DescPtr& config : configs) {
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
     plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config).desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *d.devprop);
+    // And the handle it will run with: deprecated since the device properties
+    // (cuDNN 9.8), but what the frontend and other bindings set when a device
+    // is at hand, so the most trodden path.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &d.handle);
+#pragma GCC diagnostic pop
     const cudnnStatus_t status = plan->try_finalize();
     if (status != CUDNN_STATUS_SUCCESS) {
       char last[512] = {};
