@@ -104,7 +104,8 @@ assert l2[0]["final_loss"] == ours["final_loss"], (l2[0]["final_loss"], ours["fi
 # The forward on 128-query tiles: the same training up to rounding.
 wf = [x for x in r["rows"] if x["impl"] == "ours-wide-fwd"]
 assert len(wf) == 1 and wf[0]["attention_wide_forward"] and not ours["attention_wide_forward"], wf
-assert abs(wf[0]["final_loss"] - ours["final_loss"]) < 1e-3 * ours["final_loss"], (wf[0]["final_loss"], ours["final_loss"])
+assert abs(wf[0]["final_loss"] - ours["final_loss"]) < 1e-3 * ours["final_loss"], \
+    (wf[0]["final_loss"], ours["final_loss"])
 print("final losses: ours", ours["final_loss"], "dS in L2", l2[0]["final_loss"], "wide forward", wf[0]["final_loss"])
 assert "gemm_tune" not in ours, ours
 phases = ours["phases"]

@@ -309,8 +309,10 @@ TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
       cpu::attention_forward(out.data(), lse_ref.data(), qkv.data(), scratch.data(), kThreads, {B, Tn, C, NH});
       cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), lse_ref.data(), scratch.data(), kThreads,
                               {B, Tn, C, NH});
-      const int64_t fwd_ws = cudnn_attention_forward_workspace(shape), bwd_ws = cudnn_attention_backward_workspace(shape);
-      Dev<bf16> gqkv(qkv), gdy(dy), gout(B * Tn * C), gdqkv(B * Tn * 3 * C), ours_out(B * Tn * C), mixed(B * Tn * 3 * C);
+      const int64_t fwd_ws = cudnn_attention_forward_workspace(shape);
+      const int64_t bwd_ws = cudnn_attention_backward_workspace(shape);
+      Dev<bf16> gqkv(qkv), gdy(dy), gout(B * Tn * C), gdqkv(B * Tn * 3 * C), ours_out(B * Tn * C);
+      Dev<bf16> mixed(B * Tn * 3 * C);
       Dev<float> lse(B * NH * Tn), ours_lse(B * NH * Tn);
       Dev<float> fws(size_t(std::max<int64_t>(fwd_ws, 4) / 4)), bws(size_t(bwd_ws / 4));
       cudnn_attention_forward(gout.data(), lse.data(), gqkv.data(), shape, fws.data(), fwd_ws, nullptr);

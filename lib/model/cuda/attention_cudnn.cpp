@@ -7,7 +7,9 @@
 
 namespace gpt::cuda {
 namespace {
-[[noreturn]] void not_built() { throw_error("cuDNN's attention is not in this build (cuDNN's headers were not found)"); }
+[[noreturn]] void not_built() {
+  throw_error("cuDNN's attention is not in this build (cuDNN's headers were not found)");
+}
 }  // namespace
 bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_unavailable() {
