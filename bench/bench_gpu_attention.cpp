@@ -167,6 +167,7 @@ nlohmann::json run(Args& a) {
                         {"batch", a.batch},    {"seq", a.seq},    {"embd", a.embd},
                         {"heads", a.heads},    {"iters", a.iters}, {"results", rows}};
   if (!cudnn_note.is_null()) out["cudnn_unavailable"] = cudnn_note;
+  else out["cudnn"] = cuda::cudnn_attention_library();
   return out;
 }
 

@@ -297,6 +297,7 @@ TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
   GPT_REQUIRE_GPU();
   const std::string why = cudnn_attention_unavailable();
   if (!why.empty()) GTEST_SKIP() << why;
+  std::printf("%s\n", cudnn_attention_library().c_str());
   for (int64_t Tn : {75, 200}) {
     for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
       SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH);

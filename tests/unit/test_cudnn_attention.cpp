@@ -58,6 +58,9 @@ std::string unavailable() {
 
 TEST(CudnnAttention, Gpt2ShapeHasEnginesOnH100AndA100) {
   SKIP_UNLESS_AVAILABLE();
+  const std::string lib = gpt::cuda::cudnn_attention_library();  // for the record: "cuDNN 9.x.y (file)"
+  EXPECT_EQ(lib.rfind("cuDNN 9.", 0), 0u) << lib;
+  EXPECT_NE(lib.find("libcudnn.so.9"), std::string::npos) << lib;
   const AttentionShape s{16, 1024, 768, 12};
   for (const std::string* dev : {&kH100, &kA100}) {
     const auto n = cudnn_attention_support(s, *dev);

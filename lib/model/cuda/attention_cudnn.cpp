@@ -15,6 +15,7 @@ bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_unavailable() {
   return "this backend has no cuDNN attention (no cuDNN headers at build time, or the emulated backend)";
 }
+std::string cudnn_attention_library() { return ""; }
 bool cudnn_attention_supported(const AttentionShape&) { return false; }
 int64_t cudnn_attention_forward_workspace(const AttentionShape&) { not_built(); }
 int64_t cudnn_attention_backward_workspace(const AttentionShape&) { not_built(); }
@@ -486,6 +487,12 @@ std::string cudnn_attention_unavailable() {
     return e.what();
   }
   return "";
+}
+
+std::string cudnn_attention_library() {
+  if (!cudnn_attention_unavailable().empty()) return "";
+  const size_t v = cudnn().get_version();
+  return fmt::format("cuDNN {}.{}.{} ({})", v / 10000, v / 100 % 100, v % 100, cudnn().path);
 }
 
 bool cudnn_attention_supported(const AttentionShape& s) {

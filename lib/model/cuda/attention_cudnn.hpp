@@ -37,6 +37,10 @@ bool cudnn_attention_built();
 // aside): not built, cuDNN cannot be opened, or it is older than 9.8.
 std::string cudnn_attention_unavailable();
 
+// "cuDNN 9.19.0 (libcudnn.so.9)": the version and file opened, for logs
+// and benchmark records ("" where it cannot run).
+std::string cudnn_attention_library();
+
 // Whether cuDNN's attention applies to this shape: bf16 buffers of C a
 // multiple of 8 (16-byte aligned heads), head size a multiple of 8 up to 128.
 bool cudnn_attention_supported(const AttentionShape& s);
