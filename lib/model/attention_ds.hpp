@@ -86,13 +86,19 @@ inline int64_t attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t NH
 }
 
 // cuDNN's fused attention (model/cuda/attention_cudnn.hpp, --attention
-// cudnn) instead of the tensor-core kernels: the data its backward keeps in
-// the workspace besides the engine's own, each part 256-byte aligned: its
-// softmax_sum rows [B, NH, T] and dQ's fp32 accumulator [B, T, C]. The
-// planner counts these; the engine's workspace only cuDNN on the GPU knows.
+// cudnn) instead of the tensor-core kernels. Its workspace is laid out in
+// 256-byte aligned parts: the engine's own, then the backward's softmax_sum
+// rows [B, NH, T] and dQ's fp32 accumulator [B, T, C]. The planner counts
+// the last two; the engine's workspace only cuDNN on the GPU knows.
+constexpr int64_t kAttentionCudnnAlign = 256;
+inline int64_t attention_cudnn_aligned(int64_t bytes) {
+  return (bytes + kAttentionCudnnAlign - 1) / kAttentionCudnnAlign * kAttentionCudnnAlign;
+}
+inline int64_t attention_cudnn_rows_bytes(int64_t B, int64_t T, int64_t NH) {
+  return attention_cudnn_aligned(4 * B * NH * T);
+}
 inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  const auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  return aligned(4 * B * NH * T) + aligned(4 * B * T * C);
+  return attention_cudnn_rows_bytes(B, T, NH) + attention_cudnn_aligned(4 * B * T * C);
 }
 
 }  // namespace gpt

@@ -51,9 +51,6 @@ CudnnAttentionSupport cudnn_attention_support(const AttentionShape&, const std::
 namespace gpt::cuda {
 namespace {
 
-constexpr int64_t kAlign = 256;  // workspace segments
-int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 void check(cudnnStatus_t status, const std::string& what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   char last[512] = {};
@@ -171,14 +168,17 @@ class Graph {
     op->desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x).desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y).finalize();
     ops_.push_back(std::move(op));
   }
-  // The finalized operation graph.
-  DescPtr finish(const char* name) const {
+  // Finalizes the operation graph of the operations added so far.
+  void finish(const char* name) {
     std::vector<cudnnBackendDescriptor_t> raw;
     for (const DescPtr& op : ops_) raw.push_back(op->get());
-    auto g = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, name);
-    g->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(), int64_t(raw.size())).finalize();
-    return g;
+    graph_ = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, name);
+    graph_->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(), int64_t(raw.size()))
+        .finalize();
   }
+  // The operation graph (after finish). It refers to the operations and
+  // tensors this object owns, so it lives as long as they do.
+  const Desc& graph() const { return *graph_; }
 
  private:
   const Desc& keep(DescPtr d) {
@@ -186,6 +186,7 @@ class Graph {
     return *kept_.back();
   }
   std::vector<DescPtr> kept_, ops_;
+  DescPtr graph_;
   int64_t next_uid_ = 1000;
 };
 
@@ -227,7 +228,7 @@ const Desc& causal_mask(Graph& g, const Layout& l, const Desc& s) {
   return out;
 }
 
-DescPtr forward_graph(const Layout& l) {
+Graph forward_graph(const Layout& l) {
   Graph g;
   const auto bf16_t = CUDNN_DATA_BFLOAT16, fp32 = CUDNN_DATA_FLOAT;
   const Dims sd = l.scores(), ss = l.scores_strides(), rd = l.rows(), rs = l.rows_strides();
@@ -256,10 +257,11 @@ DescPtr forward_graph(const Layout& l) {
   const Desc& p = g.tensor("p", bf16_t, sd, ss, true);  // P V's left operand in the i/o type
   g.pointwise("div", CUDNN_POINTWISE_DIV, e, &sum, nullptr, p);
   g.matmul("p_v", p, v, o);
-  return g.finish("attention forward");
+  g.finish("attention forward");
+  return g;
 }
 
-DescPtr backward_graph(const Layout& l) {
+Graph backward_graph(const Layout& l) {
   Graph g;
   const auto bf16_t = CUDNN_DATA_BFLOAT16, fp32 = CUDNN_DATA_FLOAT;
   const Dims hd = l.head_dims(), sd = l.scores(), ss = l.scores_strides(), rd = l.rows(), rs = l.rows_strides();
@@ -314,7 +316,8 @@ DescPtr backward_graph(const Layout& l) {
   g.reshape("k", kt, k);
   g.matmul("ds_k", ds, k, dq_accum);
   g.pointwise("dq", CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, nullptr, dq);
-  return g.finish("attention backward");
+  g.finish("attention backward");
+  return g;
 }
 
 // The engine configurations cuDNN's heuristics offer for `graph` on the
@@ -359,10 +362,14 @@ void check_shape(const AttentionShape& s) {
                             s.NH > 0 ? s.C / s.NH : 0, s.C, s.NH));
 }
 
-// One direction's execution plan at one shape on one device, with the
-// variant packs made for the sets of buffers it has run on.
+// One direction's execution plan at one shape on one device, with what it
+// refers to (the graph and the engine configuration, kept alive with it),
+// the softmax scale its variant packs point at, and the variant packs made
+// for the sets of buffers it has run on.
 struct Plan {
-  DescPtr plan;
+  Graph graph;
+  DescPtr config, plan;
+  float scale = 0;
   int64_t engine_workspace = 0;
   static constexpr size_t kPointers = 16;  // the backward's 14 tensors and the workspace
   using Key = std::array<const void*, kPointers>;
@@ -372,7 +379,8 @@ struct Plan {
 struct PerDevice {
   cudnnHandle_t handle = nullptr;
   DescPtr devprop;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, Plan> plans;  // (B, T, C, NH, backward)
+  // (B, T, C, NH, backward); a std::map, so a plan's address (and its scale's) stays put.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, Plan> plans;
 };
 
 // Process-wide: a handle, a device description and the plans per device.
@@ -397,18 +405,18 @@ PerDevice& this_device() {
   return d;
 }
 
-// The plan for one direction at shape s on the current device (built on first use).
-Plan& plan_for(const AttentionShape& s, bool backward) {
+// The plan for one direction at shape s on device d (built on first use).
+Plan& plan_for(PerDevice& d, const AttentionShape& s, bool backward) {
   check_shape(s);
-  PerDevice& d = this_device();
   Plan& p = d.plans[{s.B, s.T, s.C, s.NH, backward}];
   if (p.plan) return p;
   const char* what = backward ? "attention backward" : "attention forward";
   const Layout l(s);
-  const DescPtr graph = backward ? backward_graph(l) : forward_graph(l);
-  std::vector<DescPtr> configs = engine_configs(*graph, *d.devprop, what);
+  p.graph = backward ? backward_graph(l) : forward_graph(l);
+  p.scale = 1.f / std::sqrt(float(l.HS));
+  std::vector<DescPtr> configs = engine_configs(p.graph.graph(), *d.devprop, what);
   std::string why = "no engine configuration";
-  for (const DescPtr& config : configs) {
+  for (DescPtr& config : configs) {
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
     plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config).desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *d.devprop);
     // And the handle it will run with: deprecated since the device properties
@@ -429,6 +437,7 @@ Plan& plan_for(const AttentionShape& s, bool backward) {
                                 &p.engine_workspace),
           fmt::format("{}: workspace size", what));
     p.plan = std::move(plan);
+    p.config = std::move(config);
     return p;
   }
   d.plans.erase({s.B, s.T, s.C, s.NH, backward});
@@ -437,15 +446,14 @@ Plan& plan_for(const AttentionShape& s, bool backward) {
                           backward ? "backward" : "forward", s.B, s.T, s.C, s.NH, configs.size(), why));
 }
 
-int64_t backward_rows_bytes(const AttentionShape& s) { return aligned(s.B * s.NH * s.T * 4); }
 int64_t backward_data_bytes(const AttentionShape& s) {
   return attention_cudnn_backward_data_bytes(s.B, s.T, s.C, s.NH);
 }
 
 // Runs `p` with the tensors `uids` bound to `ptrs` (a variant pack made once
 // per set of pointers; a call with a known set allocates nothing).
-void execute(Plan& p, std::initializer_list<int64_t> uids, std::initializer_list<void*> ptrs, void* workspace,
-             cudaStream_t stream) {
+void execute(PerDevice& dev, Plan& p, std::initializer_list<int64_t> uids, std::initializer_list<void*> ptrs,
+             void* workspace, cudaStream_t stream) {
   Plan::Key key{};
   size_t i = 0;
   for (void* ptr : ptrs) key[i++] = ptr;
@@ -462,13 +470,12 @@ void execute(Plan& p, std::initializer_list<int64_t> uids, std::initializer_list
     pack = d.get();
     p.packs.emplace_back(key, std::move(d));
   }
-  PerDevice& dev = this_device();
   check(cudnn().set_stream(dev.handle, stream), "cudnnSetStream");
   check(cudnn().execute(dev.handle, p.plan->get(), pack->get()), "execute");
 }
 
 void check_workspace(const char* what, int64_t have, int64_t need, const void* ptr) {
-  if (have < need || reinterpret_cast<uintptr_t>(ptr) % kAlign != 0)
+  if (have < need || reinterpret_cast<uintptr_t>(ptr) % kAttentionCudnnAlign != 0)
     throw_error(fmt::format("cuDNN attention {}: a workspace of {} bytes at {}, {} bytes 256-byte aligned needed",
                             what, have, ptr, need));
 }
@@ -503,39 +510,38 @@ bool cudnn_attention_supported(const AttentionShape& s) {
 
 int64_t cudnn_attention_forward_workspace(const AttentionShape& s) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return aligned(plan_for(s, false).engine_workspace);
+  return attention_cudnn_aligned(plan_for(this_device(), s, false).engine_workspace);
 }
 
 int64_t cudnn_attention_backward_workspace(const AttentionShape& s) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return aligned(plan_for(s, true).engine_workspace) + backward_data_bytes(s);
+  return attention_cudnn_aligned(plan_for(this_device(), s, true).engine_workspace) + backward_data_bytes(s);
 }
 
 void cudnn_attention_forward(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, void* workspace,
                              int64_t workspace_bytes, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  Plan& p = plan_for(s, false);
-  check_workspace("forward", workspace_bytes, aligned(p.engine_workspace), workspace);
-  static float scale;  // guarded by g_mutex; read by cuDNN during execute only
-  scale = 1.f / std::sqrt(float(s.C / s.NH));
+  PerDevice& d = this_device();
+  Plan& p = plan_for(d, s, false);
+  check_workspace("forward", workspace_bytes, attention_cudnn_aligned(p.engine_workspace), workspace);
   auto* x = const_cast<bf16*>(qkv);
-  execute(p, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
-          {x, x + s.C, x + 2 * s.C, out, lse, &scale, const_cast<float*>(&kLowest)}, workspace, stream);
+  execute(d, p, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
+          {x, x + s.C, x + 2 * s.C, out, lse, &p.scale, const_cast<float*>(&kLowest)}, workspace, stream);
 }
 
 void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
                               const AttentionShape& s, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  Plan& p = plan_for(s, true);
-  const int64_t engine = aligned(p.engine_workspace), rows = backward_rows_bytes(s);
+  PerDevice& d = this_device();
+  Plan& p = plan_for(d, s, true);
+  const int64_t engine = attention_cudnn_aligned(p.engine_workspace);
+  const int64_t rows = attention_cudnn_rows_bytes(s.B, s.T, s.NH);
   check_workspace("backward", workspace_bytes, engine + backward_data_bytes(s), workspace);
-  static float scale;
-  scale = 1.f / std::sqrt(float(s.C / s.NH));
   char* ws = static_cast<char*>(workspace);
   auto* x = const_cast<bf16*>(qkv);
-  execute(p, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum, kDQAccum},
+  execute(d, p, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum, kDQAccum},
           {x, x + s.C, x + 2 * s.C, const_cast<bf16*>(out), const_cast<bf16*>(dout), const_cast<float*>(lse), dqkv,
-           dqkv + s.C, dqkv + 2 * s.C, &scale, const_cast<float*>(&kLowest), const_cast<float*>(&kOneValue),
+           dqkv + s.C, dqkv + 2 * s.C, &p.scale, const_cast<float*>(&kLowest), const_cast<float*>(&kOneValue),
            ws + engine, ws + engine + rows},
           workspace, stream);
 }
@@ -549,8 +555,9 @@ CudnnAttentionSupport cudnn_attention_support(const AttentionShape& s, const std
       .finalize();
   const Layout l(s);
   CudnnAttentionSupport out;
-  out.forward_configs = int64_t(engine_configs(*forward_graph(l), devprop, "attention forward").size());
-  out.backward_configs = int64_t(engine_configs(*backward_graph(l), devprop, "attention backward").size());
+  const Graph forward = forward_graph(l), backward = backward_graph(l);
+  out.forward_configs = int64_t(engine_configs(forward.graph(), devprop, "attention forward").size());
+  out.backward_configs = int64_t(engine_configs(backward.graph(), devprop, "attention backward").size());
   return out;
 }
 
