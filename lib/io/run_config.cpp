@@ -116,8 +116,9 @@ std::vector<Key> keys() {
       {"attention",
        "cuda, bf16: ours (our tensor-core kernels) | cudnn (cuDNN's fused attention at the training shape; "
        "needs cuDNN 9.8+ where the program runs; its dQ is accumulated with atomics, so runs may differ in the last "
-       "bits)",
-       false, [](C& c, P&, S v) { c.attention = one_of("attention", v, {"ours", "cudnn"}); }},
+       "bits) | auto (cudnn where every rank can run it at the training shape, else ours; the log says which and "
+       "why)",
+       false, [](C& c, P&, S v) { c.attention = one_of("attention", v, {"ours", "cudnn", "auto"}); }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
       {"comm",

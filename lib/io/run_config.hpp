@@ -67,7 +67,9 @@ struct RunConfig {
   int attention_ds_mib = 0;                // cuda, bf16: stored attention score gradients (model/attention_ds.hpp);
                                            // 256 on cuda unless given, 0 on the CPU
   int64_t attention_ds_budget() const { return int64_t(attention_ds_mib) << 20; }  // in bytes
-  std::string attention = "ours";          // cuda, bf16: ours | cudnn (model/cuda/attention_cudnn.hpp)
+  // cuda, bf16: ours | cudnn (model/cuda/attention_cudnn.hpp) | auto (the
+  // trainer resolves it to one of the two on all ranks together).
+  std::string attention = "ours";
   // checkpoints
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)

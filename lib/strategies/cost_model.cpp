@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.hpp"
 #include "core/shard.hpp"
 #include "model/cpu/attention.hpp"
 #include "model/gpt.hpp"
@@ -23,6 +24,13 @@ NumericFormat NumericFormat::bf16(bool reduce_in_fp32) {
   f.act_bytes = 2;
   f.gpu = true;  // bf16 is a GPU format
   return f;
+}
+
+AttentionImpl parse_attention(const std::string& s) {
+  if (s == "ours") return AttentionImpl::kOurs;
+  if (s == "cudnn") return AttentionImpl::kCudnn;
+  if (s == "auto") return AttentionImpl::kAuto;
+  throw ConfigError(fmt::format("invalid attention = '{}': expected ours, cudnn or auto", s));
 }
 
 int Placement::shard_size() const {
@@ -117,11 +125,14 @@ int64_t activation_bytes(const Workload& w) {
                                : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
-  const bool cudnn = w.format.gpu && w.format.act_bytes == 2 && w.attention_cudnn;
-  const int64_t gpu_attention =
-      !w.format.gpu ? 0
-      : cudnn       ? attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_backward_data_bytes(B, T, C, H)
-                    : attention_backward_scratch_bytes(B, T, H, w.format.act_bytes == 2 ? w.attention_ds_budget : 0);
+  const bool bf16_gpu = w.format.gpu && w.format.act_bytes == 2;
+  const int64_t ours = attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0);
+  const int64_t cudnn = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_backward_data_bytes(B, T, C, H);
+  const int64_t gpu_attention = !w.format.gpu                            ? 0
+                                : !bf16_gpu                              ? ours
+                                : w.attention == AttentionImpl::kCudnn ? cudnn
+                                : w.attention == AttentionImpl::kAuto  ? std::max(ours, cudnn)
+                                                                         : ours;
   return (sets * per_block + shared + fixed) * w.format.act_bytes + (sets * per_block_stats + 3 * N) * stat_bytes +
          gpu_attention;
 }

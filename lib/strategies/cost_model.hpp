@@ -36,6 +36,11 @@ struct NumericFormat {
   static NumericFormat bf16(bool reduce_in_fp32 = true);
 };
 
+// --attention on a GPU in bf16: our kernels, cuDNN's fused attention, or
+// whichever the trainer finds cuDNN can run (auto).
+enum class AttentionImpl { kOurs, kCudnn, kAuto };
+AttentionImpl parse_attention(const std::string& s);  // "ours" | "cudnn" | "auto"
+
 struct Workload {
   GPTConfig model;
   int seq_len = 0;      // training T (<= model.seq_len); 0: the model's context
@@ -53,11 +58,11 @@ struct Workload {
   // GPU, bf16: the attention backward's budget for stored score gradients
   // (GPTOptions::attention_ds_budget).
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
-  // GPU, bf16: cuDNN's attention (--attention cudnn): no stored dS, and its
-  // backward's softmax_sum rows and fp32 dQ accumulator instead
-  // (attention_cudnn_backward_data_bytes; the engine's own workspace is
-  // not predicted).
-  bool attention_cudnn = false;
+  // GPU, bf16: which attention runs (--attention). cuDNN's keeps no stored
+  // dS but its backward's softmax_sum rows and fp32 dQ accumulator
+  // (attention_cudnn_backward_data_bytes; the engine's own workspace is not
+  // predicted). auto is decided on the GPU: the larger of the two counts.
+  AttentionImpl attention = AttentionImpl::kOurs;
 };
 
 struct Placement {

@@ -28,7 +28,7 @@ Workload run_workload(const RunConfig& c, int world, int threads, const std::str
   if (cuda && c.precision == Precision::kBf16) w.format = NumericFormat::bf16(c.reduce_dtype == "fp32");
   w.format.gpu = cuda;
   w.attention_ds_budget = c.attention_ds_budget();
-  w.attention_cudnn = c.attention == "cudnn";
+  w.attention = parse_attention(c.attention);
   return w;
 }
 

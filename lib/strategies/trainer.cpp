@@ -139,6 +139,7 @@ struct Trainer::Impl {
   DeviceMesh2D mesh;
   ParamLayout layout;
   std::unique_ptr<Strategy> strategy;
+  std::string attention_note;  // attention auto: what was chosen and why
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
@@ -214,6 +215,7 @@ struct Trainer::Impl {
                                 param_dtype, cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32,
                                 backend ? backend->arena() : nullptr},
                                layout, set_streams(), &mem)),
+        attention_note(resolve_attention()),
         model(backend ? backend->make_model(layout, model_options())
                       : make_host_model(layout, model_options(), &mem)),
         loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world, cfg.seed,
@@ -256,6 +258,35 @@ struct Trainer::Impl {
       gemm_peak = cpu::measure_gemm_peak();
     }
     MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
+  }
+
+  // --attention auto: cuDNN's fused attention where every rank can run it
+  // at the training shape (cuda, bf16, cuDNN 9.8+, an engine for both
+  // graphs on its GPU: the plans are built here and kept for the model),
+  // else our kernels. Decided on all ranks together, so they agree; returns
+  // the log line saying which and why (the first rank that cannot names
+  // its reason). Other choices pass through.
+  std::string resolve_attention() {
+    if (resolved.attention != "auto") return "";
+    resolved.attention = "ours";
+    if (!backend) return "";  // the host has one attention
+    std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
+                                                           cfg.gpt.n_head);
+    note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
+    int first = why.empty() ? world : rank;  // the first rank that cannot
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, base);
+    if (first == world) {
+      resolved.attention = "cudnn";
+      resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
+      return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
+                         cfg.micro_batch, cfg.seq_len);
+    }
+    int n = int(why.size());
+    MPI_Bcast(&n, 1, MPI_INT, first, base);
+    why.resize(size_t(n));
+    MPI_Bcast(why.data(), n, MPI_CHAR, first, base);
+    return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
+                       world > 1 ? fmt::format(" on rank {}", first) : "", why);
   }
 
   GPTOptions model_options() const {
@@ -732,6 +763,7 @@ struct Trainer::Impl {
                              {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)}};
     if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
     if (!comm_note.empty()) header["comm_auto"] = comm_note;
+    if (!attention_note.empty()) header["attention_auto"] = attention_note;
     metrics.write(header);
     log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
          layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
@@ -743,6 +775,7 @@ struct Trainer::Impl {
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
            backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
            param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
+    if (!attention_note.empty()) log0("{}", attention_note);
     if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
       log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
            "other shapes",

@@ -59,6 +59,13 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
+  // Why cuDNN's fused attention cannot run this rank's training passes of
+  // B sequences of T tokens (width C, NH heads), or "" when it can: its
+  // plans for both directions are then built on this device, so the model
+  // made next finds them (--attention auto; model/cuda/attention_cudnn.hpp).
+  virtual std::string cudnn_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/) {
+    return "this backend has no cuDNN attention";
+  }
 };
 // The rank's GPU is chosen by pick_gpu (comm/bootstrap.hpp) from its place
 // on the node; `allow_sharing`: several ranks may use one GPU (MPI

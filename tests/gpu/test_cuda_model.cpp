@@ -5,7 +5,10 @@
 //    justified below in mixed precision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/device_memory.hpp"
@@ -233,18 +236,29 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
   // --attention cudnn: no stored dS; cuDNN's softmax sums and fp32 dQ accumulator instead, and on a GPU with
   // cuDNN its engine's workspace on top (which only it knows).
-  auto cudnn_formula = [&] {
+  auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T) {
     Workload w;
-    w.model = s.cfg;
-    w.seq_len = kT;
-    w.micro_batch = kB;
+    w.model = cfg;
+    w.seq_len = T;
+    w.micro_batch = B;
     w.format = NumericFormat::bf16();
     w.format.gpu = true;
-    w.attention_cudnn = true;
+    w.attention = impl;
     return activation_bytes(w);
   };
+  auto cudnn_formula = [&] { return planned(AttentionImpl::kCudnn, s.cfg, kB, kT); };
   EXPECT_EQ(cudnn_formula() - formula(true, 0),
             attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd, s.cfg.n_head));
+  // --attention auto, decided on the GPU, is planned at the larger of the two: ours at gpt2-124m's B=16 T=1024
+  // (204 MiB of stored dS against cuDNN's 49 MiB), cuDNN's where T is short (its fp32 dQ accumulator grows with
+  // T, the stored dS with T^2).
+  const GPTConfig gpt2 = preset("gpt2-124m");
+  for (const auto& [T, cudnn_larger] : {std::pair{1024, false}, std::pair{64, true}}) {
+    SCOPED_TRACE("gpt2-124m B=16 T=" + std::to_string(T));
+    const int64_t ours = planned(AttentionImpl::kOurs, gpt2, 16, T), cudnn = planned(AttentionImpl::kCudnn, gpt2, 16, T);
+    EXPECT_EQ(cudnn > ours, cudnn_larger);
+    EXPECT_EQ(planned(AttentionImpl::kAuto, gpt2, 16, T), std::max(ours, cudnn));
+  }
   if (cudnn_available()) {
     const AttentionShape full{kB, kT, s.cfg.n_embd, s.cfg.n_head};
     const int64_t engine = std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full)) -

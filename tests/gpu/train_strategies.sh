@@ -118,6 +118,26 @@ for s in ddp zero1 zero2 zero3 hybrid; do
     done
   fi
 done
+# --attention auto: cuDNN where both ranks can run it (then within 2% of ours, as above), else our kernels
+# (then the same run as zero3's above, to the bit), with rank 0's log saying which and why.
+out="$("$mpirun" -np 2 "${train[@]}" --metrics "$work/auto_zero3.jsonl" --device cuda --strategy zero3 \
+  --attention auto 2>&1)" || { echo "FAILED: --attention auto"; echo "$out"; exit 1; }
+line="$(grep -m1 -o 'attention auto: .*' <<<"$out" || true)"  # rank 0's log line, after its prefix
+if [[ "$line" == "attention auto: cudnn (every rank has cuDNN engines"* ]]; then
+  [ -z "$emulated" ] || { echo "FAILED: --attention auto chose cuDNN on the emulator"; echo "$out"; exit 1; }
+  compare bf16_zero3_reduce_fp32 auto_zero3 0.02
+elif [[ "$line" == "attention auto: ours (cuDNN's attention cannot run on rank 0: "* ]]; then
+  compare bf16_zero3_reduce_fp32 auto_zero3 0
+else
+  echo "FAILED: --attention auto: no line saying which attention runs"; echo "$out"; exit 1
+fi
+python3 - "$work/auto_zero3.jsonl" "$line" <<'PY'
+import json, sys
+header = json.loads(open(sys.argv[1]).readline())
+chosen = header["config"]["attention"]
+assert header.get("attention_auto") == sys.argv[2] and sys.argv[2].startswith(f"attention auto: {chosen} ("), (header.get("attention_auto"), chosen)
+print(sys.argv[2], "(recorded in the metrics header)")
+PY
 # --comm auto (the default): NCCL when every rank has a GPU of its own,
 # else MPI staged through the host; the choice is in the metrics header.
 if [ -n "$emulated" ]; then

@@ -93,7 +93,15 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(cudnn.attention, "cudnn");
   EXPECT_EQ(cudnn.attention_ds_mib, 0);
   EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--attention", "flash"}),
-            "invalid attention = 'flash': expected ours, cudnn");
+            "invalid attention = 'flash': expected ours, cudnn, auto");
+  // auto: valid everywhere (the trainer resolves it: ours on the CPU and in fp32), our budget as given.
+  EXPECT_EQ(parse({"--data", "x", "--attention", "auto"}).attention, "auto");
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--precision", "fp32", "--attention", "auto"}).attention,
+            "auto");
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention", "auto"}).attention_ds_mib, 256);
+  EXPECT_EQ(
+      parse({"--data", "x", "--device", "cuda", "--attention", "auto", "--attention-ds-mib", "64"}).attention_ds_mib,
+      64);
   const std::string needs = "invalid attention = 'cudnn': needs --device cuda and --precision bf16 (cuDNN's bf16 "
                             "fused attention)";
   EXPECT_EQ(error_of({"--data", "x", "--attention", "cudnn"}), needs);

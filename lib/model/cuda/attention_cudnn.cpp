@@ -15,6 +15,7 @@ bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_unavailable() {
   return "this backend has no cuDNN attention (no cuDNN headers at build time, or the emulated backend)";
 }
+std::string cudnn_attention_unavailable(const AttentionShape&) { return cudnn_attention_unavailable(); }
 std::string cudnn_attention_library() { return ""; }
 bool cudnn_attention_supported(const AttentionShape&) { return false; }
 int64_t cudnn_attention_forward_workspace(const AttentionShape&) { not_built(); }
@@ -355,11 +356,13 @@ void check_version() {
                             v / 100 % 100, v % 100));
 }
 
+std::string unsupported_shape(const AttentionShape& s) {
+  return fmt::format("head size {} (C = {}, {} heads) is not supported: a multiple of 8 up to 128",
+                     s.NH > 0 ? s.C / s.NH : 0, s.C, s.NH);
+}
+
 void check_shape(const AttentionShape& s) {
-  if (!cudnn_attention_supported(s))
-    throw_error(fmt::format("cuDNN attention: head size {} (C = {}, {} heads) is not supported: a multiple of 8 up "
-                            "to 128",
-                            s.NH > 0 ? s.C / s.NH : 0, s.C, s.NH));
+  if (!cudnn_attention_supported(s)) throw_error("cuDNN attention: " + unsupported_shape(s));
 }
 
 // One direction's execution plan at one shape on one device, with what it
@@ -490,6 +493,19 @@ bool cudnn_attention_built() { return true; }
 std::string cudnn_attention_unavailable() {
   try {
     check_version();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string cudnn_attention_unavailable(const AttentionShape& s) {
+  std::string why = cudnn_attention_unavailable();
+  if (!why.empty()) return why;
+  if (!cudnn_attention_supported(s)) return unsupported_shape(s);
+  try {
+    cudnn_attention_forward_workspace(s);
+    cudnn_attention_backward_workspace(s);
   } catch (const std::exception& e) {
     return e.what();
   }

@@ -37,6 +37,12 @@ bool cudnn_attention_built();
 // aside): not built, cuDNN cannot be opened, or it is older than 9.8.
 std::string cudnn_attention_unavailable();
 
+// Why cuDNN's attention cannot run at shape s on the current device ("" when
+// it can): the reasons above, a shape it does not support, or no engine
+// for one of the two graphs. Builds and caches both plans (the workspace
+// functions below), so this is the whole check, kernels compiled.
+std::string cudnn_attention_unavailable(const AttentionShape& s);
+
 // "cuDNN 9.19.0 (libcudnn.so.9)": the version and file opened, for logs
 // and benchmark records ("" where it cannot run).
 std::string cudnn_attention_library();

@@ -58,11 +58,8 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   // compiles cuDNN's kernels before the first step.
   if (opt_.attention_cudnn) {
     if (!std::is_same_v<T, bf16>) throw_error("cuDNN's attention needs bf16 (--precision bf16)");
-    const std::string why = cudnn_attention_unavailable();
+    const std::string why = cudnn_attention_unavailable(full);  // builds the plans
     if (!why.empty()) throw_error("--attention cudnn: " + why);
-    if (!cudnn_attention_supported(full))
-      throw_error("cuDNN's attention does not support head size " + std::to_string(C / c.n_head) +
-                  " (a multiple of 8 up to 128)");
     const int64_t bytes =
         std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full));
     cudnn_ws_ = DeviceBuffer<float>(size_t(bytes / 4), A, alloc);

@@ -12,6 +12,7 @@
 #include "core/cuda/host_wait.hpp"
 #include "core/error.hpp"
 #include "model/cuda/adamw.hpp"
+#include "model/cuda/attention_cudnn.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/gpt_cuda.hpp"
@@ -205,6 +206,10 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
+  std::string cudnn_attention_unavailable(int B, int T, int C, int NH) override {
+    if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
+    return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
+  }
 
  private:
   DType pt_;
