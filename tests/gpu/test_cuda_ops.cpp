@@ -292,7 +292,9 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
 // paired with our kernels both ways: its lse is ours (the statistics of its
 // softmax), so our backward runs from its forward and its backward from
 // ours. Its dQ is accumulated with atomics, so two runs are not compared
-// bit for bit. Skipped, with the reason, where cuDNN cannot be opened.
+// bit for bit. The workspaces start as Dev's sentinels and the backward's
+// is used twice, so a dQ accumulator not zeroed on every call shows.
+// Skipped, with the reason, where cuDNN cannot be opened.
 TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
   GPT_REQUIRE_GPU();
   const std::string why = cudnn_attention_unavailable();

@@ -554,6 +554,10 @@ void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   const int64_t rows = attention_cudnn_rows_bytes(s.B, s.T, s.NH);
   check_workspace("backward", workspace_bytes, engine + backward_data_bytes(s), workspace);
   char* ws = static_cast<char*>(workspace);
+  // The engine adds each key tile's share of dQ into the fp32 accumulator
+  // (atomics) and converts it into dQ at the end: it must start at zero, on
+  // every call (as cuDNN's frontend and Transformer Engine zero it).
+  GPT_CUDA_OK(cudaMemsetAsync(ws + engine + rows, 0, size_t(backward_data_bytes(s) - rows), stream));
   auto* x = const_cast<bf16*>(qkv);
   execute(d, p, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum, kDQAccum},
           {x, x + s.C, x + 2 * s.C, const_cast<bf16*>(out), const_cast<bf16*>(dout), const_cast<float*>(lse), dqkv,

@@ -59,9 +59,10 @@ int64_t cudnn_attention_forward_workspace(const AttentionShape& s);
 int64_t cudnn_attention_backward_workspace(const AttentionShape& s);
 
 // attention_forward's and attention_backward's contracts, on cuDNN.
-// workspace: at least the bytes above, 256-byte aligned. The host work per
-// call is a lookup of the call's pointers (cuDNN's variant pack, made once
-// per distinct set of buffers) and the launch.
+// workspace: at least the bytes above, 256-byte aligned; its contents need
+// not survive between calls (the backward zeroes its dQ accumulator first).
+// The host work per call is a lookup of the call's pointers (cuDNN's variant
+// pack, made once per distinct set of buffers) and the launches.
 void cudnn_attention_forward(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, void* workspace,
                              int64_t workspace_bytes, cudaStream_t stream);
 void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
