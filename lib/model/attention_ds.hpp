@@ -87,18 +87,15 @@ inline int64_t attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t NH
 
 // cuDNN's fused attention (model/cuda/attention_cudnn.hpp, --attention
 // cudnn) instead of the tensor-core kernels. Its workspace is laid out in
-// 256-byte aligned parts: the engine's own, then the backward's softmax_sum
-// rows [B, NH, T] and dQ's fp32 accumulator [B, T, C]. The planner counts
-// the last two; the engine's workspace only cuDNN on the GPU knows.
+// 256-byte aligned parts: the engine's own, then the backward's fp32 dQ
+// accumulator [B, T, C]. The planner counts the last; the engine's
+// workspace only cuDNN on the GPU knows.
 constexpr int64_t kAttentionCudnnAlign = 256;
 inline int64_t attention_cudnn_aligned(int64_t bytes) {
   return (bytes + kAttentionCudnnAlign - 1) / kAttentionCudnnAlign * kAttentionCudnnAlign;
 }
-inline int64_t attention_cudnn_rows_bytes(int64_t B, int64_t T, int64_t NH) {
-  return attention_cudnn_aligned(4 * B * NH * T);
-}
-inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  return attention_cudnn_rows_bytes(B, T, NH) + attention_cudnn_aligned(4 * B * T * C);
+inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t C) {
+  return attention_cudnn_aligned(4 * B * T * C);
 }
 
 }  // namespace gpt

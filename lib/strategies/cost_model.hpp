@@ -59,7 +59,7 @@ struct Workload {
   // (GPTOptions::attention_ds_budget).
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
   // GPU, bf16: which attention runs (--attention). cuDNN's keeps no stored
-  // dS but its backward's softmax_sum rows and fp32 dQ accumulator
+  // dS but its backward's fp32 dQ accumulator
   // (attention_cudnn_backward_data_bytes; the engine's own workspace is not
   // predicted). auto is decided on the GPU: the larger of the two counts.
   AttentionImpl attention = AttentionImpl::kOurs;

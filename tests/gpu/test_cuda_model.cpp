@@ -234,7 +234,7 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsDefaultBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
-  // --attention cudnn: no stored dS; cuDNN's softmax sums and fp32 dQ accumulator instead, and on a GPU with
+  // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator instead, and on a GPU with
   // cuDNN its engine's workspace on top (which only it knows).
   auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T) {
     Workload w;
@@ -248,9 +248,9 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   };
   auto cudnn_formula = [&] { return planned(AttentionImpl::kCudnn, s.cfg, kB, kT); };
   EXPECT_EQ(cudnn_formula() - formula(true, 0),
-            attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd, s.cfg.n_head));
+            attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd));
   // --attention auto, decided on the GPU, is planned at the larger of the two: ours at gpt2-124m's B=16 T=1024
-  // (204 MiB of stored dS against cuDNN's 49 MiB), cuDNN's where T is short (its fp32 dQ accumulator grows with
+  // (204 MiB of stored dS against cuDNN's 48 MiB), cuDNN's where T is short (its fp32 dQ accumulator grows with
   // T, the stored dS with T^2).
   const GPTConfig gpt2 = preset("gpt2-124m");
   for (const auto& [T, cudnn_larger] : {std::pair{1024, false}, std::pair{64, true}}) {
@@ -262,7 +262,7 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   if (cudnn_available()) {
     const AttentionShape full{kB, kT, s.cfg.n_embd, s.cfg.n_head};
     const int64_t engine = std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full)) -
-                           attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd, s.cfg.n_head);
+                           attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd);
     GPTOptions opt{kB, kT};
     opt.attention_cudnn = true;
     const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);

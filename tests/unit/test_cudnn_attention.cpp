@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "core/error.hpp"
@@ -64,6 +65,8 @@ TEST(CudnnAttention, Gpt2ShapeHasEnginesOnH100AndA100) {
   const AttentionShape s{16, 1024, 768, 12};
   for (const std::string* dev : {&kH100, &kA100}) {
     const auto n = cudnn_attention_support(s, *dev);
+    std::printf("%s, %s: %lld forward and %lld backward engine configurations\n", lib.c_str(),
+                dev == &kH100 ? "H100" : "A100", (long long)n.forward_configs, (long long)n.backward_configs);
     EXPECT_GE(n.forward_configs, 1) << (dev == &kH100 ? "H100" : "A100");
     EXPECT_GE(n.backward_configs, 1) << (dev == &kH100 ? "H100" : "A100");
   }

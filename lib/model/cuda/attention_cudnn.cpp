@@ -100,7 +100,8 @@ using Dims = std::vector<int64_t>;
 class Graph {
  public:
   const Desc& tensor(const char* name, cudnnDataType_t type, const Dims& dims, const Dims& strides, bool virt,
-                     int64_t uid = 0, bool by_value = false) {
+                     int64_t uid = 0, bool by_value = false,
+                     cudnnBackendTensorReordering_t reordering = CUDNN_TENSOR_REORDERING_NONE) {
     auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR, name);
     const int64_t id = uid ? uid : next_uid_++, align = 16;
     const bool is_virtual = virt, is_by_value = by_value;
@@ -111,6 +112,8 @@ class Graph {
         .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &align)
         .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual);
     if (by_value) t->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &is_by_value);
+    if (reordering != CUDNN_TENSOR_REORDERING_NONE)
+      t->set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, &reordering);
     t->finalize();
     return keep(std::move(t));
   }
@@ -192,9 +195,7 @@ class Graph {
 };
 
 // The tensors' unique ids: what the variant pack binds pointers to.
-enum Uid : int64_t {
-  kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kDO, kDQ, kDK, kDV, kOne, kSoftmaxSum, kDQAccum
-};
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kDO, kDQ, kDK, kDV, kOne, kDQAccum };
 
 struct Layout {
   int64_t B, NH, T, HS, C;
@@ -277,33 +278,39 @@ Graph backward_graph(const Layout& l) {
   const Desc& dv = g.tensor("dv", bf16_t, hd, l.qkv_strides(), false, kDV);
   const Desc& scale = g.scalar("scale", kScale);
   const Desc& one = g.scalar("one", kOne);
-  const Desc& softmax_sum = g.tensor("softmax_sum", fp32, rd, rs, false, kSoftmaxSum);
-  const Desc& dq_accum = g.tensor("dq_accum", fp32, hd, l.dense(hd), false, kDQAccum);
-  // softmax_sum = rowsum(dO * O) (our kernels' delta).
+  // dQ's fp32 accumulator, in the engine's own 16x16-tile order (as cuDNN's
+  // frontend declares it): only the engine reads and writes it.
+  const Desc& dq_accum =
+      g.tensor("dq_accum", fp32, hd, l.dense(hd), false, kDQAccum, false, CUDNN_TENSOR_REORDERING_F16x16);
+  // softmax_sum = rowsum(dO * O) * 1 (our kernels' delta; the factor is
+  // dropout's, which the fused engines' pattern has).
   const Desc& do_o = g.tensor("dout_out", fp32, hd, l.dense(hd), true);
   g.pointwise("dout_out", CUDNN_POINTWISE_MUL, dout, &o, nullptr, do_o);
   const Desc& rowsum = g.tensor("rowsum", fp32, rd, rs, true);
   g.reduction("rowsum", CUDNN_REDUCE_TENSOR_ADD, do_o, rowsum);
+  const Desc& softmax_sum = g.tensor("softmax_sum", fp32, rd, rs, true);
   g.pointwise("softmax_sum", CUDNN_POINTWISE_MUL, rowsum, &one, nullptr, softmax_sum);
-  // P = exp(mask(scale * Q K^T - lse)).
+  // P = exp(mask(scale * Q K^T) - lse).
   const Desc& s = g.tensor("s", fp32, sd, ss, true);
   g.matmul("q_kt", q, kt, s);
   const Desc& s_scaled = g.tensor("s_scaled", fp32, sd, ss, true);
   g.pointwise("scale", CUDNN_POINTWISE_MUL, s, &scale, nullptr, s_scaled);
+  const Desc& masked = causal_mask(g, l, s_scaled);
   const Desc& s_shifted = g.tensor("s_shifted", fp32, sd, ss, true);
-  g.pointwise("sub_lse", CUDNN_POINTWISE_SUB, s_scaled, &stats, nullptr, s_shifted);
-  const Desc& masked = causal_mask(g, l, s_shifted);
+  g.pointwise("sub_lse", CUDNN_POINTWISE_SUB, masked, &stats, nullptr, s_shifted);
   const Desc& p = g.tensor("p", fp32, sd, ss, true);
-  g.pointwise("exp", CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p);
+  g.pointwise("exp", CUDNN_POINTWISE_EXP, s_shifted, nullptr, nullptr, p);
   // dV = P^T dO.
   const Desc& pt = g.tensor("p^T", bf16_t, sd, l.scores_t_strides(), true);
   g.reshape("p^T", p, pt);
   g.matmul("pt_dout", pt, dout, dv);
-  // dS = scale * P * (dO V^T - softmax_sum).
+  // dS = scale * P * (dO V^T * 1 - softmax_sum) (the factor: dropout's mask).
   const Desc& dp = g.tensor("dp", fp32, sd, ss, true);
   g.matmul("dout_vt", dout, vt, dp);
+  const Desc& dp_one = g.tensor("dp_one", fp32, sd, ss, true);
+  g.pointwise("dp_one", CUDNN_POINTWISE_MUL, dp, &one, nullptr, dp_one);
   const Desc& dp_shifted = g.tensor("dp_shifted", fp32, sd, ss, true);
-  g.pointwise("sub_softmax_sum", CUDNN_POINTWISE_SUB, dp, &softmax_sum, nullptr, dp_shifted);
+  g.pointwise("sub_softmax_sum", CUDNN_POINTWISE_SUB, dp_one, &softmax_sum, nullptr, dp_shifted);
   const Desc& dp_p = g.tensor("dp_p", fp32, sd, ss, true);
   g.pointwise("mul_p", CUDNN_POINTWISE_MUL, dp_shifted, &p, nullptr, dp_p);
   const Desc& ds = g.tensor("ds", fp32, sd, ss, true);
@@ -374,7 +381,7 @@ struct Plan {
   DescPtr config, plan;
   float scale = 0;
   int64_t engine_workspace = 0;
-  static constexpr size_t kPointers = 16;  // the backward's 14 tensors and the workspace
+  static constexpr size_t kPointers = 16;  // the backward's 13 tensors and the workspace
   using Key = std::array<const void*, kPointers>;
   std::vector<std::pair<Key, DescPtr>> packs;
 };
@@ -450,7 +457,7 @@ Plan& plan_for(PerDevice& d, const AttentionShape& s, bool backward) {
 }
 
 int64_t backward_data_bytes(const AttentionShape& s) {
-  return attention_cudnn_backward_data_bytes(s.B, s.T, s.C, s.NH);
+  return attention_cudnn_backward_data_bytes(s.B, s.T, s.C);
 }
 
 // Runs `p` with the tensors `uids` bound to `ptrs` (a variant pack made once
@@ -551,18 +558,16 @@ void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   PerDevice& d = this_device();
   Plan& p = plan_for(d, s, true);
   const int64_t engine = attention_cudnn_aligned(p.engine_workspace);
-  const int64_t rows = attention_cudnn_rows_bytes(s.B, s.T, s.NH);
   check_workspace("backward", workspace_bytes, engine + backward_data_bytes(s), workspace);
-  char* ws = static_cast<char*>(workspace);
+  char* accum = static_cast<char*>(workspace) + engine;
   // The engine adds each key tile's share of dQ into the fp32 accumulator
   // (atomics) and converts it into dQ at the end: it must start at zero, on
   // every call (as cuDNN's frontend and Transformer Engine zero it).
-  GPT_CUDA_OK(cudaMemsetAsync(ws + engine + rows, 0, size_t(backward_data_bytes(s) - rows), stream));
+  GPT_CUDA_OK(cudaMemsetAsync(accum, 0, size_t(backward_data_bytes(s)), stream));
   auto* x = const_cast<bf16*>(qkv);
-  execute(d, p, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum, kDQAccum},
+  execute(d, p, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegInf, kOne, kDQAccum},
           {x, x + s.C, x + 2 * s.C, const_cast<bf16*>(out), const_cast<bf16*>(dout), const_cast<float*>(lse), dqkv,
-           dqkv + s.C, dqkv + 2 * s.C, &p.scale, const_cast<float*>(&kLowest), const_cast<float*>(&kOneValue),
-           ws + engine, ws + engine + rows},
+           dqkv + s.C, dqkv + 2 * s.C, &p.scale, const_cast<float*>(&kLowest), const_cast<float*>(&kOneValue), accum},
           workspace, stream);
 }
 

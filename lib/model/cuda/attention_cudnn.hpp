@@ -8,9 +8,12 @@
 //
 // The forward graph: S = scale * Q K^T, the causal mask (row >= column, else
 // the lowest float), softmax with its statistics, O = P V. The backward:
-// softmax_sum = rowsum(dO * O); P = exp(mask(scale * Q K^T - lse));
+// softmax_sum = rowsum(dO * O); P = exp(mask(scale * Q K^T) - lse);
 // dV = P^T dO; dS = scale * P * (dO V^T - softmax_sum); dK = dS^T Q;
-// dQ = dS K, accumulated in fp32 and converted. cuDNN picks and compiles an
+// dQ = dS K, accumulated in fp32 and converted. Both follow cuDNN's
+// frontend's graphs for cuDNN 9 operation by operation (the softmax sums
+// virtual, the dQ accumulator in the engine's 16x16-tile order), the path
+// its engines are built and tested for. cuDNN picks and compiles an
 // engine for each graph once per shape and device (NVRTC: seconds, in the
 // first step), cached for the process. Its dQ accumulation uses atomics:
 // unlike our kernels, two runs may differ in the last bits.
@@ -53,8 +56,8 @@ bool cudnn_attention_supported(const AttentionShape& s);
 
 // Bytes of device workspace each direction needs at shape s on the current
 // device (builds and caches that direction's plan; throws if cuDNN has no
-// engine for it). The backward's holds its softmax_sum rows [B, NH, T] and
-// dQ's fp32 accumulator [B, NH, T, HS] beside the engine's own.
+// engine for it). The backward's holds dQ's fp32 accumulator [B, NH, T, HS]
+// beside the engine's own.
 int64_t cudnn_attention_forward_workspace(const AttentionShape& s);
 int64_t cudnn_attention_backward_workspace(const AttentionShape& s);
 
