@@ -55,7 +55,9 @@ if wants full; then
   ( sleep 5; nice -n 19 "$root/scripts/gpu_verify.sh" full-build > "$logs/full-build.out" 2>&1
     echo "rc=$?" >> "$logs/full-build.out" ) & full=$!
 fi
-step ops "$root/scripts/gpu_verify.sh" ops
+# cuDNN's own error log (to stderr, so into the tests' output) for the op tests: a cuDNN plan or execution that
+# fails there says why in the same call (the benchmark runs without it).
+CUDNN_LOGLEVEL_DBG=1 CUDNN_LOGDEST_DBG=stderr step ops "$root/scripts/gpu_verify.sh" ops
 grep -E 'tests passed|tests failed|Failed|Not Run|\*\*\*' "$logs/ops-ctest.log" 2>/dev/null | head -n 40 |
   tee -a "$final/summary.txt"
 # The timed steps want the machine to themselves: wait for the build, as
