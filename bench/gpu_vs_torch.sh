@@ -57,27 +57,42 @@ for mode in eager compile; do
   fi
 done
 # Our trainer itself, when TRAINER names a gpt_train (the full build's): the same shape through the whole
-# program (data loader, the ddp strategy on 1 rank, metrics), byte-tokenised generated text, on 1 rank.
-if [ -n "${TRAINER:-}" ]; then
-  prepare="${PREPARE_DATA:-$(dirname "$TRAINER")/prepare_data}"
-  mkdir -p "$tmp/train"
-  python3 "$root/tests/make_text.py" "$tmp/train/text.txt" 4000 &&
-    "$prepare" --tokenizer byte --input "$tmp/train/text.txt" --out "$tmp/train/data" --name t --val-fraction 0 >&2 &&
-    "$root/scripts/mpirun.sh" -np 1 "$TRAINER" --model "$model" --seq-len "$seq" --micro-batch "$batch" \
-      --global-batch "$batch" --steps $(( steps + warmup )) --device cuda --data "$tmp/train/data/t_train_*.bin" \
-      --sample-tokens 0 --log-every 5 --metrics "$tmp/train/metrics.jsonl" "${TRAINER_FLAGS[@]}" >&2 &&
-    rows+=("$(python3 - "$tmp/train/metrics.jsonl" "$warmup" "$batch" "$seq" <<'PY'
+# program (data loader, the ddp strategy on 1 rank, metrics), byte-tokenised generated text, on 1 rank; once as
+# it is by default, once with --attention auto (cuDNN's attention where it runs: the header says which ran).
+# trainer_row IMPL [FLAGS...]: the row's JSON on stdout.
+trainer_row() {
+  local impl="$1"; shift
+  rm -f "$tmp/train/metrics.jsonl"
+  "$root/scripts/mpirun.sh" -np 1 "$TRAINER" --model "$model" --seq-len "$seq" --micro-batch "$batch" \
+    --global-batch "$batch" --steps $(( steps + warmup )) --device cuda --data "$tmp/train/data/t_train_*.bin" \
+    --sample-tokens 0 --log-every 5 --metrics "$tmp/train/metrics.jsonl" "${TRAINER_FLAGS[@]}" "$@" >&2 &&
+    python3 - "$tmp/train/metrics.jsonl" "$warmup" "$batch" "$seq" "$impl" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 run = recs[0]
 steps = [r for r in recs if r.get("step") and "step_time_s" in r and r["step"] > int(sys.argv[2])]
 ms = 1e3 * sum(r["step_time_s"] for r in steps) / len(steps)
 tokens = int(sys.argv[3]) * int(sys.argv[4])
-print(json.dumps({"impl": "ours-gpt_train", "device": run["device"], "tokens_per_s": tokens / (ms / 1e3),
-                  "step_ms": ms, "steps": len(steps), "mem_peak_bytes": max(r["mem"]["peak"] for r in steps),
-                  "mfu_trainer": sum(r["mfu"] for r in steps) / len(steps)}))
+row = {"impl": sys.argv[5], "device": run["device"], "tokens_per_s": tokens / (ms / 1e3), "step_ms": ms,
+       "steps": len(steps), "mem_peak_bytes": max(r["mem"]["peak"] for r in steps),
+       "mfu_trainer": sum(r["mfu"] for r in steps) / len(steps), "attention": run["config"]["attention"]}
+if "attention_auto" in run:
+    row["attention_auto"] = run["attention_auto"]
+print(json.dumps(row))
 PY
-)") || echo "warning: the gpt_train row failed; left out" >&2
+}
+if [ -n "${TRAINER:-}" ]; then
+  prepare="${PREPARE_DATA:-$(dirname "$TRAINER")/prepare_data}"
+  mkdir -p "$tmp/train"
+  if python3 "$root/tests/make_text.py" "$tmp/train/text.txt" 4000 &&
+     "$prepare" --tokenizer byte --input "$tmp/train/text.txt" --out "$tmp/train/data" --name t --val-fraction 0 >&2
+  then
+    rows+=("$(trainer_row ours-gpt_train)") || echo "warning: the gpt_train row failed; left out" >&2
+    rows+=("$(trainer_row ours-gpt_train-attention-auto --attention auto)") ||
+      echo "warning: the gpt_train --attention auto row failed; left out" >&2
+  else
+    echo "warning: no data for the gpt_train rows; left out" >&2
+  fi
 fi
 # The price of --recompute gelu-ln (llm.c's -r 2): less activation memory, a GELU and two LayerNorms more per block.
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
@@ -106,14 +121,16 @@ ours = rows[0]
 # MFU per token/s on this device (our FLOPs per token / the device's peak).
 peak_ratio = ours["mfu"] / ours["tokens_per_s"] if ours["tokens_per_s"] else 0
 print(f"# {ours['model']} B={ours['batch']} T={ours['seq']} on {ours['device']}")
-print(f"# {'impl':<24} {'tok/s':>10} {'ms/step':>9} {'MFU':>7} {'vs ours':>8} {'peak mem':>10}")
+print(f"# {'impl':<30} {'tok/s':>10} {'ms/step':>9} {'MFU':>7} {'vs ours':>8} {'peak mem':>10}")
 for r in rows:
     r["mfu"] = r["tokens_per_s"] * peak_ratio
     rel = r["tokens_per_s"] / ours["tokens_per_s"]
-    print(f"  {r['impl']:<24} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
+    print(f"  {r['impl']:<30} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
 for r in rows:  # which SDPA backend PyTorch ran (torch_gpu_train.py profiles one step)
     if r.get("attention_kernels"):
         print(f"# {r['impl']} attention kernels: {', '.join(r['attention_kernels'])}")
+    if r.get("attention_auto"):  # which attention gpt_train --attention auto ran, and why
+        print(f"# {r['impl']}: {r['attention_auto']}")
 tuned = next((r for r in rows if r.get("gemm_tune")), None)
 if tuned:  # per GEMM shape: the heuristic's first pick against the fastest of the algorithms timed
     epi = {0: "none", 1: "bias", 2: "GELU aux", 3: "DGELU"}

@@ -77,12 +77,19 @@ for row, mode in ((ours, "none"), (re[0], "gelu-ln")):
     assert row["mem_activations_bytes"] == predicted, (mode, row["mem_activations_bytes"], predicted)
 print("activation bytes as plan predicts:", ours["mem_activations_bytes"], re[0]["mem_activations_bytes"])
 tr = [x for x in r["rows"] if x["impl"] == "ours-gpt_train"]
+ta = [x for x in r["rows"] if x["impl"] == "ours-gpt_train-attention-auto"]
 if sys.argv[3]:  # the trainer's row: its 2 steps after the warm-up, its GEMMs tuned (--gemm-autotune 3)
     assert len(tr) == 1 and tr[0]["tokens_per_s"] > 0 and tr[0]["steps"] == 2 and tr[0]["mem_peak_bytes"] > 0, tr
+    assert tr[0]["attention"] == "ours" and "attention_auto" not in tr[0], tr
     tuned = [l for l in open(f"{sys.argv[1]}/log.txt") if "GEMM autotune" in l and "3 of 3 algorithms ran" in l]
     assert tuned, "gpt_train --gemm-autotune 3 tuned no GEMM"
+    # --attention auto: the emulator has no cuDNN, so ours runs, and the row and the table say why.
+    assert len(ta) == 1 and ta[0]["steps"] == 2 and ta[0]["attention"] == "ours", ta
+    assert ta[0]["attention_auto"].startswith("attention auto: ours (cuDNN's attention cannot run: "), ta
+    table = open(f"{sys.argv[1]}/log.txt").read()
+    assert f"# ours-gpt_train-attention-auto: {ta[0]['attention_auto']}" in table, "no attention auto line"
 else:
-    assert not tr, tr
+    assert not tr and not ta, (tr, ta)
 # The autotuned row: every plan timed its 3 algorithms, and the step computes what the untuned one does (the
 # host algorithms agree; a trial that added into an accumulated gradient would change the loss).
 at = [x for x in r["rows"] if x["impl"] == "ours-autotune"]
