@@ -142,12 +142,7 @@ nlohmann::json run(Args& a) {
   for (const Case& c : cases) {
     const int64_t b = c.ds_budget;
     if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape
-      std::string why = cuda::cudnn_attention_unavailable();
-      if (why.empty()) try {
-          cuda::cudnn_attention_backward_workspace({a.batch, a.seq, a.embd, a.heads});
-        } catch (const std::exception& e) {
-          why = e.what();
-        }
+      const std::string why = cuda::cudnn_attention_unavailable(cuda::AttentionShape{a.batch, a.seq, a.embd, a.heads});
       if (!why.empty()) {
         std::printf("  %-26s unavailable: %s\n", c.name, why.c_str());
         cudnn_note = why;
