@@ -125,7 +125,8 @@ print(f"# {'impl':<30} {'tok/s':>10} {'ms/step':>9} {'MFU':>7} {'vs ours':>8} {'
 for r in rows:
     r["mfu"] = r["tokens_per_s"] * peak_ratio
     rel = r["tokens_per_s"] / ours["tokens_per_s"]
-    print(f"  {r['impl']:<30} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x {r['mem_peak_bytes']/2**30:>8.2f} GiB")
+    print(f"  {r['impl']:<30} {r['tokens_per_s']:>10.0f} {r['step_ms']:>9.2f} {100*r['mfu']:>6.1f}% {rel:>7.2f}x "
+          f"{r['mem_peak_bytes']/2**30:>8.2f} GiB")
 for r in rows:  # which SDPA backend PyTorch ran (torch_gpu_train.py profiles one step)
     if r.get("attention_kernels"):
         print(f"# {r['impl']} attention kernels: {', '.join(r['attention_kernels'])}")

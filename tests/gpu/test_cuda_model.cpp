@@ -255,7 +255,8 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   const GPTConfig gpt2 = preset("gpt2-124m");
   for (const auto& [T, cudnn_larger] : {std::pair{1024, false}, std::pair{64, true}}) {
     SCOPED_TRACE("gpt2-124m B=16 T=" + std::to_string(T));
-    const int64_t ours = planned(AttentionImpl::kOurs, gpt2, 16, T), cudnn = planned(AttentionImpl::kCudnn, gpt2, 16, T);
+    const int64_t ours = planned(AttentionImpl::kOurs, gpt2, 16, T);
+    const int64_t cudnn = planned(AttentionImpl::kCudnn, gpt2, 16, T);
     EXPECT_EQ(cudnn > ours, cudnn_larger);
     EXPECT_EQ(planned(AttentionImpl::kAuto, gpt2, 16, T), std::max(ours, cudnn));
   }

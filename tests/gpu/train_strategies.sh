@@ -135,7 +135,8 @@ python3 - "$work/auto_zero3.jsonl" "$line" <<'PY'
 import json, sys
 header = json.loads(open(sys.argv[1]).readline())
 chosen = header["config"]["attention"]
-assert header.get("attention_auto") == sys.argv[2] and sys.argv[2].startswith(f"attention auto: {chosen} ("), (header.get("attention_auto"), chosen)
+assert header.get("attention_auto") == sys.argv[2] and sys.argv[2].startswith(f"attention auto: {chosen} ("), \
+    (header.get("attention_auto"), chosen)
 print(sys.argv[2], "(recorded in the metrics header)")
 PY
 # --comm auto (the default): NCCL when every rank has a GPU of its own,
