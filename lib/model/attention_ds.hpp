@@ -88,14 +88,23 @@ inline int64_t attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t NH
 // cuDNN's fused attention (model/cuda/attention_cudnn.hpp, --attention
 // cudnn) instead of the tensor-core kernels. Its workspace is laid out in
 // 256-byte aligned parts: the engine's own, then the backward's fp32 dQ
-// accumulator [B, T, C]. The planner counts the last; the engine's
-// workspace only cuDNN on the GPU knows.
+// accumulator [B, T, C]. The planner counts both.
 constexpr int64_t kAttentionCudnnAlign = 256;
 inline int64_t attention_cudnn_aligned(int64_t bytes) {
   return (bytes + kAttentionCudnnAlign - 1) / kAttentionCudnnAlign * kAttentionCudnnAlign;
 }
 inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t C) {
   return attention_cudnn_aligned(4 * B * T * C);
+}
+// The engine's own workspace, the larger of the two directions', on an H100
+// or H200: cuDNN 9.19's sm90 flash kernels keep the backward's fp32 softmax
+// sums [B, NH, T] there, and 256 bytes more (the forward needs 256). Only
+// cuDNN knows it; tests/unit/test_cudnn_attention.cpp has it plan the
+// kernels without a GPU and checks this. An A100's sm80 backward keeps a
+// dQ accumulator of its own in it too: about 4 B T C bytes more, which the
+// planner, sized for the H100/H200, does not count.
+inline int64_t attention_cudnn_engine_bytes(int64_t B, int64_t T, int64_t NH) {
+  return attention_cudnn_aligned(4 * B * NH * T) + kAttentionCudnnAlign;
 }
 
 }  // namespace gpt

@@ -118,7 +118,8 @@ int64_t activation_bytes(const Workload& w) {
   // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
   // and attention's scratch: on the CPU per thread (model/cpu/attention.hpp),
   // on a GPU the backward's delta rows (fp32, N x H) and, in bf16, its
-  // stored score gradients (model/attention_ds.hpp).
+  // stored score gradients, or cuDNN's workspace with its attention
+  // (model/attention_ds.hpp).
   // The logits chunk: ~32 MiB on the CPU, 256 MiB on a GPU (model/cuda/gpt_cuda.cpp).
   const int64_t chunk =
       std::min(N, w.format.gpu ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
@@ -127,7 +128,8 @@ int64_t activation_bytes(const Workload& w) {
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   const bool bf16_gpu = w.format.gpu && w.format.act_bytes == 2;
   const int64_t ours = attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0);
-  const int64_t cudnn = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_backward_data_bytes(B, T, C);
+  const int64_t cudnn = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_engine_bytes(B, T, H) +
+                        attention_cudnn_backward_data_bytes(B, T, C);
   const int64_t gpu_attention = !w.format.gpu                            ? 0
                                 : !bf16_gpu                              ? ours
                                 : w.attention == AttentionImpl::kCudnn ? cudnn

@@ -234,8 +234,8 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsDefaultBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
-  // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator instead, and on a GPU with
-  // cuDNN its engine's workspace on top (which only it knows).
+  // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator and its engine's workspace instead (the
+  // H100/H200's, as cuDNN plans it: attention_ds.hpp).
   auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T) {
     Workload w;
     w.model = cfg;
@@ -247,8 +247,8 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     return activation_bytes(w);
   };
   auto cudnn_formula = [&] { return planned(AttentionImpl::kCudnn, s.cfg, kB, kT); };
-  EXPECT_EQ(cudnn_formula() - formula(true, 0),
-            attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd));
+  EXPECT_EQ(cudnn_formula() - formula(true, 0), attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd) +
+                                                    attention_cudnn_engine_bytes(kB, kT, s.cfg.n_head));
   // --attention auto, decided on the GPU, is planned at the larger of the two: ours at gpt2-124m's B=16 T=1024
   // (204 MiB of stored dS against cuDNN's 48 MiB), cuDNN's where T is short (its fp32 dQ accumulator grows with
   // T, the stored dS with T^2).
@@ -268,7 +268,15 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     opt.attention_cudnn = true;
     const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);
     DeviceGPT<bf16> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
-    EXPECT_EQ(s.dev_tracker.bytes(MemCategory::kActivations) - before, cudnn_formula() + engine);
+    const int64_t planned_engine = attention_cudnn_engine_bytes(kB, kT, s.cfg.n_head);
+    EXPECT_EQ(s.dev_tracker.bytes(MemCategory::kActivations) - before, cudnn_formula() - planned_engine + engine);
+    // The planner's engine workspace is the H100/H200's (sm90), as cuDNN 9.19 plans it.
+    int dev = 0, major = 0;
+    GPT_CUDA_OK(cudaGetDevice(&dev));
+    GPT_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major == 9) {
+      EXPECT_EQ(engine, planned_engine) << gpt::cuda::cudnn_attention_library();
+    }
   }
 }
 #endif

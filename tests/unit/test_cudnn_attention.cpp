@@ -1,18 +1,20 @@
 // cuDNN's fused attention graphs (model/cuda/attention_cudnn.hpp) without a
-// GPU: cuDNN's heuristics, given a device described by its device-properties
-// JSON (an H100 and an A100 below, the fields cuDNN 9.19 asks for), must
-// offer at least one engine configuration that passes its support checks
-// for the forward and the backward graph, at gpt2-124m's training shape and
-// at a small one. A graph the fused-attention engines do not recognise (an
-// operation out of place, a wrong type or layout) gets none, so this checks
-// the graphs' structure; what they compute is checked against the CPU
-// reference on a GPU (tests/gpu/test_cuda_ops.cpp, CudnnAttention*).
+// GPU, for an H100 and an A100 described by cuDNN's device-properties JSON
+// (the fields cuDNN 9.19 asks for), at gpt2-124m's training shape and small
+// ones. cuDNN's heuristics must offer engine configurations that pass their
+// support checks (a graph the fused-attention engines do not recognise, an
+// operation out of place, a wrong type or layout, gets none), and the plan
+// chosen as on that GPU must finalize: cuDNN generates and compiles its
+// kernel and hands it to the driver library to load. It must be the GPU's
+// own flash-attention kernel (sm90 on the H100, sm80 on the A100), and its
+// workspace what the planner counts (attention_ds.hpp). What the kernels
+// compute is checked against the CPU reference on a GPU
+// (tests/gpu/test_cuda_ops.cpp, CudnnAttention*).
 //
-// The support checks load the driver library to set up cuDNN's runtime
-// compiler; CMake points LD_LIBRARY_PATH at a directory holding the CUDA
-// toolkit's stub as libcuda.so.1 (it answers every driver call with "stub
-// library", but loading is all the checks need). Skipped, with the reason,
-// without cuDNN 9.8+ or the stub.
+// CMake puts a directory on this test's LD_LIBRARY_PATH whose libcuda.so.1
+// is tests/unit/fake_libcuda: the toolkit stub's entry points, except that
+// it accepts cuDNN's compiled kernels and records their names. Skipped, with
+// the reason, without cuDNN 9.8+ or that library.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -20,12 +22,13 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "model/attention_ds.hpp"
+#include "model/config.hpp"
 #include "model/cuda/attention_cudnn.hpp"
 
 namespace {
 
 using gpt::cuda::AttentionShape;
-using gpt::cuda::cudnn_attention_support;
 
 // cuDNN's device-properties JSON for an H100 SXM (sm_90) and an A100 SXM (sm_80).
 const std::string kH100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
@@ -47,7 +50,9 @@ const std::string kA100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlo
 std::string unavailable() {
   const std::string why = gpt::cuda::cudnn_attention_unavailable();
   if (!why.empty()) return why;
-  if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) return "no libcuda.so.1 (driver or stub) to load";
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) return "no libcuda.so.1 to load";
+  if (!dlsym(driver, "gpt_fake_libcuda_kernel")) return "libcuda.so.1 is not tests/unit/fake_libcuda";
   return "";
 }
 
@@ -57,28 +62,86 @@ std::string unavailable() {
     if (!why_.empty()) GTEST_SKIP() << why_;              \
   } while (0)
 
-TEST(CudnnAttention, Gpt2ShapeHasEnginesOnH100AndA100) {
+// The last kernel cuDNN asked the (fake) driver for: the chosen plan's.
+std::string last_kernel() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  auto count = reinterpret_cast<int (*)()>(dlsym(driver, "gpt_fake_libcuda_kernel_count"));
+  auto name = reinterpret_cast<const char* (*)(int)>(dlsym(driver, "gpt_fake_libcuda_kernel"));
+  return count && name ? name(count() - 1) : "";
+}
+
+struct Planned {
+  gpt::cuda::CudnnAttentionPlan plan;
+  std::string kernel;
+};
+
+// One direction's plan at s on the device `json` describes, with its kernel.
+Planned plan(const AttentionShape& s, bool backward, const std::string& json, const char* device) {
+  Planned p{gpt::cuda::cudnn_attention_plan(s, backward, json), ""};
+  if (p.plan.chosen >= 0) p.kernel = last_kernel();
+  std::printf("%s %s B=%lld T=%lld C=%lld heads=%lld: %lld configurations, plan %lld, workspace %lld bytes, %s\n",
+              device, backward ? "backward" : "forward", (long long)s.B, (long long)s.T, (long long)s.C,
+              (long long)s.NH, (long long)p.plan.configs, (long long)p.plan.chosen,
+              (long long)p.plan.engine_workspace, p.kernel.c_str());
+  EXPECT_GE(p.plan.configs, 1) << device;
+  EXPECT_GE(p.plan.chosen, 0) << device << ": " << p.plan.why;
+  return p;
+}
+
+TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100AndA100) {
   SKIP_UNLESS_AVAILABLE();
   const std::string lib = gpt::cuda::cudnn_attention_library();  // for the record: "cuDNN 9.x.y (file)"
   EXPECT_EQ(lib.rfind("cuDNN 9.", 0), 0u) << lib;
   EXPECT_NE(lib.find("libcudnn.so.9"), std::string::npos) << lib;
+  std::printf("%s\n", lib.c_str());
   const AttentionShape s{16, 1024, 768, 12};
-  for (const std::string* dev : {&kH100, &kA100}) {
-    const auto n = cudnn_attention_support(s, *dev);
-    std::printf("%s, %s: %lld forward and %lld backward engine configurations\n", lib.c_str(),
-                dev == &kH100 ? "H100" : "A100", (long long)n.forward_configs, (long long)n.backward_configs);
-    EXPECT_GE(n.forward_configs, 1) << (dev == &kH100 ? "H100" : "A100");
-    EXPECT_GE(n.backward_configs, 1) << (dev == &kH100 ? "H100" : "A100");
+  const int64_t engine = gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH);
+  for (const bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "backward" : "forward");
+    const Planned h100 = plan(s, backward, kH100, "H100"), a100 = plan(s, backward, kA100, "A100");
+    // Each GPU's own generation of cuDNN's flash attention (wgmma on the H100).
+    EXPECT_NE(h100.kernel.find("sm90"), std::string::npos) << h100.kernel;
+    EXPECT_NE(h100.kernel.find("flash"), std::string::npos) << h100.kernel;
+    EXPECT_NE(a100.kernel.find("sm80"), std::string::npos) << a100.kernel;
+    EXPECT_NE(a100.kernel.find("flash"), std::string::npos) << a100.kernel;
+    // The planner counts the H100's larger direction; the A100's backward keeps a dQ accumulator of its own.
+    EXPECT_LE(h100.plan.engine_workspace, engine);
+    if (backward) {
+      EXPECT_EQ(h100.plan.engine_workspace, engine);
+      const int64_t accum = 4 * s.B * s.T * s.C;
+      EXPECT_GE(a100.plan.engine_workspace, engine + accum - gpt::kAttentionCudnnAlign);
+      EXPECT_LE(a100.plan.engine_workspace, engine + accum);
+    }
   }
 }
 
-TEST(CudnnAttention, SmallShapesHaveEngines) {
+TEST(CudnnAttention, SmallShapesPlanOnH100) {
   SKIP_UNLESS_AVAILABLE();
   // tiny (head size 32), and an odd length with head size 64.
   for (const AttentionShape& s : {AttentionShape{2, 64, 128, 4}, AttentionShape{3, 100, 256, 4}}) {
-    const auto n = cudnn_attention_support(s, kH100);
-    EXPECT_GE(n.forward_configs, 1) << "T=" << s.T << " C=" << s.C;
-    EXPECT_GE(n.backward_configs, 1) << "T=" << s.T << " C=" << s.C;
+    SCOPED_TRACE("T=" + std::to_string(s.T) + " C=" + std::to_string(s.C));
+    const Planned forward = plan(s, false, kH100, "H100"), backward = plan(s, true, kH100, "H100");
+    EXPECT_NE(forward.kernel.find("sm90"), std::string::npos) << forward.kernel;
+    EXPECT_NE(backward.kernel.find("sm90"), std::string::npos) << backward.kernel;
+    EXPECT_LE(forward.plan.engine_workspace, gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH));
+    EXPECT_EQ(backward.plan.engine_workspace, gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH));
+  }
+}
+
+// Every model preset at its full context (B=4) plans cuDNN's sm90 kernels on an H100, with the planner's
+// workspace: so `--attention auto` would run cuDNN for each of them there.
+TEST(CudnnAttention, EveryPresetPlansOnH100) {
+  SKIP_UNLESS_AVAILABLE();
+  for (const std::string& name : gpt::preset_names()) {
+    SCOPED_TRACE(name);
+    const gpt::GPTConfig c = gpt::preset(name);
+    const AttentionShape s{4, c.seq_len, c.n_embd, c.n_head};
+    for (const bool backward : {false, true}) {
+      const Planned p = plan(s, backward, kH100, "H100");
+      EXPECT_NE(p.kernel.find("sm90"), std::string::npos) << p.kernel;
+      EXPECT_EQ(p.plan.engine_workspace,
+                backward ? gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH) : gpt::kAttentionCudnnAlign);
+    }
   }
 }
 
@@ -88,14 +151,14 @@ TEST(CudnnAttention, UnsupportedHeadSizeAndBadDeviceAreErrors) {
   EXPECT_FALSE(gpt::cuda::cudnn_attention_supported({2, 64, 1024, 4}));  // 256
   EXPECT_TRUE(gpt::cuda::cudnn_attention_supported({2, 64, 768, 12}));
   try {
-    cudnn_attention_support({2, 64, 120, 4}, kH100);
+    gpt::cuda::cudnn_attention_plan({2, 64, 120, 4}, false, kH100);
     ADD_FAILURE() << "head size 30 accepted";
   } catch (const gpt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("head size 30"), std::string::npos) << e.what();
   }
   // A device description cuDNN cannot read: its reason, naming the missing field.
   try {
-    cudnn_attention_support({2, 64, 128, 4}, "{}");
+    gpt::cuda::cudnn_attention_plan({2, 64, 128, 4}, true, "{}");
     ADD_FAILURE() << "an empty device description accepted";
   } catch (const gpt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("maxGridSize"), std::string::npos) << e.what();

@@ -27,7 +27,7 @@ void cudnn_attention_backward(bf16*, const bf16*, const bf16*, const bf16*, cons
                               int64_t, cudaStream_t) {
   not_built();
 }
-CudnnAttentionSupport cudnn_attention_support(const AttentionShape&, const std::string&) { not_built(); }
+CudnnAttentionPlan cudnn_attention_plan(const AttentionShape&, bool, const std::string&) { not_built(); }
 }  // namespace gpt::cuda
 
 #else
@@ -415,6 +415,46 @@ PerDevice& this_device() {
   return d;
 }
 
+// The first of `configs` (cuDNN's heuristics' order) whose execution plan
+// finalizes for the device `devprop` describes, as plan_for and the
+// deviceless check (cudnn_attention_plan) both choose it. `handle`: the
+// handle it will run with, or null for a plan built without a device.
+struct Finalized {
+  DescPtr plan;
+  size_t index = 0;           // which of `configs`
+  int64_t workspace = 0;      // the engine's, in bytes
+  std::string why = "no engine configuration";  // the last failure's reason, when none finalized
+};
+Finalized first_plan(const std::vector<DescPtr>& configs, const Desc& devprop, cudnnHandle_t* handle,
+                     const char* what) {
+  Finalized out;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
+    plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]).desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, devprop);
+    // And the handle it will run with: deprecated since the device properties
+    // (cuDNN 9.8), but what the frontend and other bindings set when a device
+    // is at hand, so the most trodden path.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    if (handle) plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, handle);
+#pragma GCC diagnostic pop
+    const cudnnStatus_t status = plan->try_finalize();
+    if (status != CUDNN_STATUS_SUCCESS) {
+      char last[512] = {};
+      cudnn().get_last_error_string(last, sizeof last);
+      out.why = fmt::format("{}: {}", cudnn().get_error_string(status), last);
+      continue;
+    }
+    check(cudnn().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, nullptr,
+                                &out.workspace),
+          fmt::format("{}: workspace size", what));
+    out.plan = std::move(plan);
+    out.index = i;
+    return out;
+  }
+  return out;
+}
+
 // The plan for one direction at shape s on device d (built on first use).
 Plan& plan_for(PerDevice& d, const AttentionShape& s, bool backward) {
   check_shape(s);
@@ -425,35 +465,17 @@ Plan& plan_for(PerDevice& d, const AttentionShape& s, bool backward) {
   p.graph = backward ? backward_graph(l) : forward_graph(l);
   p.scale = 1.f / std::sqrt(float(l.HS));
   std::vector<DescPtr> configs = engine_configs(p.graph.graph(), *d.devprop, what);
-  std::string why = "no engine configuration";
-  for (DescPtr& config : configs) {
-    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
-    plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config).desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *d.devprop);
-    // And the handle it will run with: deprecated since the device properties
-    // (cuDNN 9.8), but what the frontend and other bindings set when a device
-    // is at hand, so the most trodden path.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &d.handle);
-#pragma GCC diagnostic pop
-    const cudnnStatus_t status = plan->try_finalize();
-    if (status != CUDNN_STATUS_SUCCESS) {
-      char last[512] = {};
-      cudnn().get_last_error_string(last, sizeof last);
-      why = fmt::format("{}: {}", cudnn().get_error_string(status), last);
-      continue;
-    }
-    check(cudnn().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, nullptr,
-                                &p.engine_workspace),
-          fmt::format("{}: workspace size", what));
-    p.plan = std::move(plan);
-    p.config = std::move(config);
+  Finalized f = first_plan(configs, *d.devprop, &d.handle, what);
+  if (f.plan) {
+    p.plan = std::move(f.plan);
+    p.config = std::move(configs[f.index]);
+    p.engine_workspace = f.workspace;
     return p;
   }
   d.plans.erase({s.B, s.T, s.C, s.NH, backward});
   throw_error(fmt::format("cuDNN attention: no engine runs the {} graph at B={} T={} C={} heads={} ({} offered; the "
                           "last: {})",
-                          backward ? "backward" : "forward", s.B, s.T, s.C, s.NH, configs.size(), why));
+                          backward ? "backward" : "forward", s.B, s.T, s.C, s.NH, configs.size(), f.why));
 }
 
 int64_t backward_data_bytes(const AttentionShape& s) {
@@ -571,18 +593,23 @@ void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
           workspace, stream);
 }
 
-CudnnAttentionSupport cudnn_attention_support(const AttentionShape& s, const std::string& device_json) {
+CudnnAttentionPlan cudnn_attention_plan(const AttentionShape& s, bool backward, const std::string& device_json) {
   check_shape(s);
   check_version();
+  const char* what = backward ? "attention backward" : "attention forward";
   Desc devprop(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "device properties");
   devprop.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, device_json.data(),
               int64_t(device_json.size()))
       .finalize();
   const Layout l(s);
-  CudnnAttentionSupport out;
-  const Graph forward = forward_graph(l), backward = backward_graph(l);
-  out.forward_configs = int64_t(engine_configs(forward.graph(), devprop, "attention forward").size());
-  out.backward_configs = int64_t(engine_configs(backward.graph(), devprop, "attention backward").size());
+  const Graph graph = backward ? backward_graph(l) : forward_graph(l);
+  const std::vector<DescPtr> configs = engine_configs(graph.graph(), devprop, what);
+  const Finalized f = first_plan(configs, devprop, nullptr, what);
+  CudnnAttentionPlan out;
+  out.configs = int64_t(configs.size());
+  out.chosen = f.plan ? int64_t(f.index) : -1;
+  out.engine_workspace = f.workspace;
+  out.why = f.plan ? "" : f.why;
   return out;
 }
 

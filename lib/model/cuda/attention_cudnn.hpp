@@ -71,15 +71,22 @@ void cudnn_attention_forward(bf16* out, float* lse, const bf16* qkv, const Atten
 void cudnn_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
                               const AttentionShape& s, void* workspace, int64_t workspace_bytes, cudaStream_t stream);
 
-// Without a GPU: how many engine configurations cuDNN's heuristics offer,
-// after its support checks, for the forward and the backward graph at shape
-// s on the device that `device_json` describes (cuDNN's device-properties
-// JSON, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION). The support checks load
-// the driver library (a stub serves: CUDA's lib64/stubs/libcuda.so as
-// libcuda.so.1) but run no kernel. Throws on a graph cuDNN rejects.
-struct CudnnAttentionSupport {
-  int64_t forward_configs = 0, backward_configs = 0;
+// Without a GPU: one direction's plan at shape s for the device that
+// `device_json` describes (cuDNN's device-properties JSON,
+// CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION), chosen as on that device:
+// cuDNN's heuristics offer engine configurations after their support checks,
+// and the first whose execution plan finalizes is the one that would run
+// (cuDNN 9.8's deviceless ahead-of-time build). Finalizing generates and
+// compiles the engine's kernel (NVRTC) and hands it to the driver library,
+// libcuda.so.1, to load; the toolkit's stub refuses every call, so there
+// `chosen` is -1 and `why` says so (tests/unit/fake_libcuda accepts the
+// loads). Throws on a graph cuDNN rejects.
+struct CudnnAttentionPlan {
+  int64_t configs = 0;           // offered by the heuristics, after their support checks
+  int64_t chosen = -1;           // the first that finalized, or -1
+  int64_t engine_workspace = 0;  // the chosen plan's own workspace, in bytes
+  std::string why;               // when none finalized: the last one's reason
 };
-CudnnAttentionSupport cudnn_attention_support(const AttentionShape& s, const std::string& device_json);
+CudnnAttentionPlan cudnn_attention_plan(const AttentionShape& s, bool backward, const std::string& device_json);
 
 }  // namespace gpt::cuda
