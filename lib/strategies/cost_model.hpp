@@ -59,9 +59,9 @@ struct Workload {
   // (GPTOptions::attention_ds_budget).
   int64_t attention_ds_budget = kAttentionDsDefaultBytes;
   // GPU, bf16: which attention runs (--attention). cuDNN's keeps no stored
-  // dS but its backward's fp32 dQ accumulator
-  // (attention_cudnn_backward_data_bytes; the engine's own workspace is not
-  // predicted). auto is decided on the GPU: the larger of the two counts.
+  // dS but its backward's fp32 dQ accumulator and its engine's workspace
+  // (attention_cudnn_backward_data_bytes, attention_cudnn_engine_bytes: an
+  // H100's or H200's). auto is decided on the GPU: the larger of the two counts.
   AttentionImpl attention = AttentionImpl::kOurs;
 };
 

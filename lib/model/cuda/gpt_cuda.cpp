@@ -52,9 +52,9 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   const int64_t ds_budget = std::is_same_v<T, bf16> && !opt_.attention_cudnn ? opt_.attention_ds_budget : 0;
   const AttentionShape full{opt_.max_batch, opt_.max_seq, C, c.n_head};
   att_scratch_ = DeviceBuffer<float>(size_t(attention_backward_scratch(full, ds_budget)), A, alloc);
-  // cuDNN's attention: its workspace (the backward's fp32 dQ accumulator,
-  // as the planner counts it, plus the engine's own), an
-  // activation like the stored dS it replaces. Building the plans here
+  // cuDNN's attention: its workspace (the engine's own and the backward's
+  // fp32 dQ accumulator, both as the planner counts them on an H100/H200),
+  // an activation like the stored dS it replaces. Building the plans here
   // compiles cuDNN's kernels before the first step.
   if (opt_.attention_cudnn) {
     if (!std::is_same_v<T, bf16>) throw_error("cuDNN's attention needs bf16 (--precision bf16)");
