@@ -56,10 +56,10 @@ std::string unavailable() {
   return "";
 }
 
-#define SKIP_UNLESS_AVAILABLE()                           \
-  do {                                                    \
-    const std::string why_ = unavailable();               \
-    if (!why_.empty()) GTEST_SKIP() << why_;              \
+#define SKIP_UNLESS_AVAILABLE()              \
+  do {                                       \
+    const std::string why_ = unavailable();  \
+    if (!why_.empty()) GTEST_SKIP() << why_; \
   } while (0)
 
 // The last kernel cuDNN asked the (fake) driver for: the chosen plan's.
@@ -81,8 +81,8 @@ Planned plan(const AttentionShape& s, bool backward, const std::string& json, co
   if (p.plan.chosen >= 0) p.kernel = last_kernel();
   std::printf("%s %s B=%lld T=%lld C=%lld heads=%lld: %lld configurations, plan %lld, workspace %lld bytes, %s\n",
               device, backward ? "backward" : "forward", (long long)s.B, (long long)s.T, (long long)s.C,
-              (long long)s.NH, (long long)p.plan.configs, (long long)p.plan.chosen,
-              (long long)p.plan.engine_workspace, p.kernel.c_str());
+              (long long)s.NH, (long long)p.plan.configs, (long long)p.plan.chosen, (long long)p.plan.engine_workspace,
+              p.kernel.c_str());
   EXPECT_GE(p.plan.configs, 1) << device;
   EXPECT_GE(p.plan.chosen, 0) << device << ": " << p.plan.why;
   return p;
@@ -147,7 +147,7 @@ TEST(CudnnAttention, EveryPresetPlansOnH100) {
 
 TEST(CudnnAttention, UnsupportedHeadSizeAndBadDeviceAreErrors) {
   SKIP_UNLESS_AVAILABLE();
-  EXPECT_FALSE(gpt::cuda::cudnn_attention_supported({2, 64, 120, 4}));  // head size 30
+  EXPECT_FALSE(gpt::cuda::cudnn_attention_supported({2, 64, 120, 4}));   // head size 30
   EXPECT_FALSE(gpt::cuda::cudnn_attention_supported({2, 64, 1024, 4}));  // 256
   EXPECT_TRUE(gpt::cuda::cudnn_attention_supported({2, 64, 768, 12}));
   try {

@@ -420,17 +420,18 @@ PerDevice& this_device() {
 // deviceless check (cudnn_attention_plan) both choose it. `handle`: the
 // handle it will run with, or null for a plan built without a device.
 struct Finalized {
-  DescPtr plan;
-  size_t index = 0;           // which of `configs`
-  int64_t workspace = 0;      // the engine's, in bytes
-  std::string why = "no engine configuration";  // the last failure's reason, when none finalized
+  DescPtr plan;                                 // null when none finalized
+  size_t index = 0;                             // which of `configs`
+  int64_t workspace = 0;                        // the engine's, in bytes
+  std::string why = "no engine configuration";  // when none finalized: the last one's reason
 };
 Finalized first_plan(const std::vector<DescPtr>& configs, const Desc& devprop, cudnnHandle_t* handle,
                      const char* what) {
   Finalized out;
   for (size_t i = 0; i < configs.size(); ++i) {
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
-    plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]).desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, devprop);
+    plan->desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i])
+        .desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, devprop);
     // And the handle it will run with: deprecated since the device properties
     // (cuDNN 9.8), but what the frontend and other bindings set when a device
     // is at hand, so the most trodden path.

@@ -25,8 +25,8 @@ int g_handle;                        // what the handles point at
 
 extern "C" {
 
-CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int,
-                           CUlibraryOption*, void**, unsigned int) {
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int, CUlibraryOption*,
+                           void**, unsigned int) {
   if (!library || !code) return CUDA_ERROR_INVALID_VALUE;
   *library = reinterpret_cast<CUlibrary>(&g_handle);
   return CUDA_SUCCESS;
