@@ -67,6 +67,12 @@ if [ "$what" = ops ] || [ "$what" = all ]; then
   # check: fused only if it is GPT-2's GELU), for the record.
   "$root/build-gpu/tests/test_cuda_ops" --gtest_filter='*GeluEpilogueVerdict*' 2>&1 | grep 'cuBLASLt GELU' |
     tee -a "$out/gpu.txt"
+  # Which kernels and workspaces this machine's cuDNN plans for an H100 and an
+  # A100 without using the GPU (test_cudnn_attention: the same checks as on
+  # the CPU machine, against the cuDNN found here), for the record.
+  (cd "$root/build-gpu" && ctest -R '^CudnnAttention\.' -V --timeout 120) > "$out/ops-cudnn-plans.log" 2>&1
+  grep -E 'cuDNN 9|B=16 T=1024|Test +#' "$out/ops-cudnn-plans.log" | sed 's/^[0-9]*: //' |
+    tee -a "$out/gpu.txt"
 fi
 if [ "$what" = sanitize ]; then
   for tool in memcheck racecheck; do
