@@ -97,12 +97,13 @@ inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t
   return attention_cudnn_aligned(4 * B * T * C);
 }
 // The engine's own workspace, the larger of the two directions', on an H100
-// or H200: cuDNN 9.19's sm90 flash kernels keep the backward's fp32 softmax
-// sums [B, NH, T] there, and 256 bytes more (the forward needs 256). Only
+// or H200, as cuDNN 9.19 plans its sm90 flash kernels: the size of the
+// backward's fp32 softmax sums [B, NH, T] (virtual in our graph, so the
+// engine keeps them), and 256 bytes more (the forward asks for 256). Only
 // cuDNN knows it; tests/unit/test_cudnn_attention.cpp has it plan the
-// kernels without a GPU and checks this. An A100's sm80 backward keeps a
-// dQ accumulator of its own in it too: about 4 B T C bytes more, which the
-// planner, sized for the H100/H200, does not count.
+// kernels without a GPU and checks this. An A100's sm80 backward asks for
+// about 4 B T C bytes more (the size of a second fp32 dQ accumulator),
+// which the planner, sized for the H100/H200, does not count.
 inline int64_t attention_cudnn_engine_bytes(int64_t B, int64_t T, int64_t NH) {
   return attention_cudnn_aligned(4 * B * NH * T) + kAttentionCudnnAlign;
 }

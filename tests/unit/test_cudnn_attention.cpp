@@ -104,7 +104,7 @@ TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100AndA100) {
     EXPECT_NE(h100.kernel.find("flash"), std::string::npos) << h100.kernel;
     EXPECT_NE(a100.kernel.find("sm80"), std::string::npos) << a100.kernel;
     EXPECT_NE(a100.kernel.find("flash"), std::string::npos) << a100.kernel;
-    // The planner counts the H100's larger direction; the A100's backward keeps a dQ accumulator of its own.
+    // The planner counts the H100's larger direction; the A100's backward asks for a dQ accumulator's size more.
     EXPECT_LE(h100.plan.engine_workspace, engine);
     if (backward) {
       EXPECT_EQ(h100.plan.engine_workspace, engine);
