@@ -279,7 +279,9 @@ Graph backward_graph(const Layout& l) {
   const Desc& scale = g.scalar("scale", kScale);
   const Desc& one = g.scalar("one", kOne);
   // dQ's fp32 accumulator, in the engine's own 16x16-tile order (as cuDNN's
-  // frontend declares it): only the engine reads and writes it.
+  // frontend declares it): only the engine reads and writes it. In memory,
+  // not virtual: that is what gets an H100 cuDNN's sm90 backward (virtual,
+  // cuDNN 9.19 plans its sm80 kernel there; test_cudnn_attention).
   const Desc& dq_accum =
       g.tensor("dq_accum", fp32, hd, l.dense(hd), false, kDQAccum, false, CUDNN_TENSOR_REORDERING_F16x16);
   // softmax_sum = rowsum(dO * O) * 1 (our kernels' delta; the factor is
