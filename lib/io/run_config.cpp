@@ -94,7 +94,9 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.seq_len = parse_int("seq-len", v, 1); }},
       {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid | auto (the planner's choice)", false,
        [](C& c, P&, S v) { c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid", "auto"}); }},
-      {"device-mem", "strategy auto: memory per rank to plan for, e.g. 8GiB (default: host memory / ranks per node)",
+      {"device-mem",
+       "strategy auto: memory per rank to plan for, e.g. 8GiB (default: cpu, host memory / ranks per node; cuda, "
+       "the GPU's memory / the ranks on it)",
        false, [](C& c, P&, S v) { parse_bytes(v, "device-mem"); c.device_mem = v; }},
       {"hybrid-inner", "sharding inside a hybrid shard group: zero3 | zero2", false,
        [](C& c, P&, S v) { c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"}); }},

@@ -62,10 +62,32 @@ std::string format_eta(double s) {
   return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
+// --device cuda: the memory and peak FLOP/s per rank the planner assumes are
+// those of the GPUs the ranks will use, each shared by the ranks on it, the
+// least of any rank (so every rank plans alike); the peak by name at the
+// run's precision (model/flops.hpp). Where a rank sees no GPU the planner's
+// defaults stay (its backend then ends the run with the reason). Returns
+// what the memory came from, for the log.
+std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const NodeLayout& nodes, ClusterSpec* cluster) {
+  const std::optional<RankGpu> gpu = rank_gpu(nodes);
+  double least[2] = {0, 0};  // bytes, FLOP/s per rank; 0: no GPU
+  if (gpu) {
+    const double peak = gpu_peak_flops(gpu->name, c.precision == Precision::kBf16);
+    least[0] = double(gpu->memory / gpu->ranks);
+    least[1] = (peak > 0 ? peak : cluster->peak_flops) / gpu->ranks;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, least, 2, MPI_DOUBLE, MPI_MIN, base);
+  if (least[0] <= 0) return "the planner's default: a rank sees no GPU";
+  cluster->device_memory = int64_t(least[0]);
+  cluster->peak_flops = least[1];
+  return fmt::format("{}: {}{}; the least of any rank", gpu->name, format_bytes(double(gpu->memory)),
+                     gpu->ranks > 1 ? fmt::format(" shared by {} ranks", gpu->ranks) : "");
+}
+
 // --strategy auto: the planner's recommendation for this model, batch and
-// world (memory per rank: --device-mem, or this host's memory shared by the
-// ranks on it; with --device cuda the planner's GPU defaults, 80 GiB, and
-// the run's precision). Other strategies pass through unchanged.
+// world (memory per rank: --device-mem, else with --device cuda the GPU's
+// memory shared by the ranks on it, else this host's memory shared by the
+// ranks on it; the run's precision). Other strategies pass through unchanged.
 RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note) {
   if (c.strategy != "auto") return c;
   int world = 1;
@@ -74,10 +96,14 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   const Workload w = run_workload(c, world, num_threads());
   const bool cuda = c.device == DeviceKind::kCuda;
   ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
-  if (!c.device_mem.empty()) cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
+  std::string memory_from = cuda ? fit_plan_to_gpus(c, base, nodes, &cluster) : "this host's memory";
+  if (!c.device_mem.empty()) {
+    cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
+    memory_from = "--device-mem";
+  }
   const Plan plan = make_plan(w, cluster);
-  log0("strategy auto: plan for {} ranks, {} per node, {} per rank\n{}", world, cluster.ranks_per_node,
-       format_bytes(double(cluster.device_memory)), format_plan(plan));
+  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({})\n{}", world, cluster.ranks_per_node,
+       format_bytes(double(cluster.device_memory)), memory_from, format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;
   RunConfig r = c;
@@ -251,8 +277,9 @@ struct Trainer::Impl {
     // (oversubscription) share the peak too.
     MPI_Barrier(base);
     if (backend) {
-      // A GPU: the datasheet's dense peak for its name (model/flops.hpp).
-      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16);
+      // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
+      // shared by the ranks on it (tests run several on one GPU).
+      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16) / backend->ranks_on_device();
       if (gemm_peak == 0) log0("warning: no peak FLOP/s known for '{}': MFU is reported as 0", backend->device_name());
     } else {
       gemm_peak = cpu::measure_gemm_peak();

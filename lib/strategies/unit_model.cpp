@@ -66,6 +66,7 @@ std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout&, bool, DTyp
   throw ConfigError("invalid device = 'cuda': this build has no CUDA (configure with a CUDA toolkit present)");
 }
 int visible_gpus() { return 0; }
+std::optional<RankGpu> rank_gpu(const NodeLayout&) { return std::nullopt; }
 #endif
 
 }  // namespace gpt

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/mpi_env.hpp"
@@ -59,6 +60,7 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
+  virtual int ranks_on_device() const { return 1; }  // ranks of the node sharing this GPU (ranks_on_gpu)
   // Why cuDNN's fused attention cannot run this rank's training passes of
   // B sequences of T tokens (width C, NH heads), or "" when it can: its
   // plans for both directions are then built on this device, so the model
@@ -74,5 +76,15 @@ std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool 
                                                    MemoryTracker* tracker);
 // CUDA devices this process sees (0 in a build without CUDA or without a GPU).
 int visible_gpus();
+// The GPU pick_gpu gives this rank, for the planner before the backend
+// exists (--strategy auto): its name, its memory, and how many of the
+// node's ranks use it (ranks_on_gpu). nullopt in a build without CUDA or
+// on a node without a GPU.
+struct RankGpu {
+  std::string name;
+  int64_t memory = 0;  // bytes, the whole device's
+  int ranks = 1;       // the ranks sharing it, this one included
+};
+std::optional<RankGpu> rank_gpu(const NodeLayout& node);
 
 }  // namespace gpt

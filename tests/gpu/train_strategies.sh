@@ -152,6 +152,45 @@ for path, want in zip(sys.argv[1:], ("mpi", "nccl")):
 print("comm auto: mpi for 2 ranks on 1 GPU, nccl for 2 ranks on 2 GPUs")
 PY
 fi
+# --strategy auto on cuda plans with the memory of the GPU each rank uses,
+# shared by the ranks on it (the least of any rank), and MFU's peak is the
+# GPU's, shared alike. Emulated GPUs that report 3 MiB and an H100's name:
+# 2 ranks on one have 1.5 MiB each, where nothing fits (zero1, the
+# smallest, needs 2.0 MiB), so the run ends with the planner's one line; on
+# two of them they have 3 MiB each and run zero1 (what `plan` recommends
+# for 3 MiB per rank), with an aggregate peak of two H100s; --device-mem
+# 3MiB on the shared one runs too, against one H100's peak.
+if [ -n "$emulated" ]; then
+  h100=(env "GPT_EMULATED_DEVICE_NAME=NVIDIA H100 80GB HBM3" "GPT_EMULATED_DEVICE_MEMORY=$((3 << 20))")
+  auto=(--device cuda --strategy auto)
+  if out="$("${h100[@]}" "$mpirun" -np 2 "${train[@]}" "${auto[@]}" 2>&1)"; then
+    echo "FAILED: --strategy auto planned 2 ranks sharing a 3 MiB GPU as if each had it"; echo "$out"; exit 1
+  fi
+  for want in "plan for 2 ranks, 2 per node, 1.5 MiB per rank (NVIDIA H100 80GB HBM3: 3.0 MiB shared by 2 ranks; " \
+              "error: invalid strategy = 'auto': nothing fits: the smallest, zero1, needs 2.0 MiB per rank against"; do
+    grep -qF "$want" <<<"$out" || { echo "FAILED: --strategy auto, sharing: no line with: $want"; echo "$out"; exit 1; }
+  done
+  "${h100[@]}" GPT_EMULATED_DEVICES=2 "$mpirun" -np 2 "${train[@]}" "${auto[@]}" --metrics "$work/auto_gpu_own.jsonl" \
+    > "$work/auto_gpu_own.log" 2>&1 || { echo "FAILED: auto_gpu_own"; cat "$work/auto_gpu_own.log"; exit 1; }
+  "${h100[@]}" "$mpirun" -np 2 "${train[@]}" "${auto[@]}" --device-mem 3MiB --metrics "$work/auto_gpu_flag.jsonl" \
+    > "$work/auto_gpu_flag.log" 2>&1 || { echo "FAILED: auto_gpu_flag"; cat "$work/auto_gpu_flag.log"; exit 1; }
+  grep -qF "3.0 MiB per rank (NVIDIA H100 80GB HBM3: 3.0 MiB; the least of any rank)" "$work/auto_gpu_own.log" &&
+    grep -qF "3.0 MiB per rank (--device-mem)" "$work/auto_gpu_flag.log" ||
+    { echo "FAILED: --strategy auto: the memory per rank"; cat "$work/auto_gpu_own.log" "$work/auto_gpu_flag.log"; exit 1; }
+  "$build/apps/plan" --config "$work/tiny.toml" --n-head 2 --ranks 2 --device cuda --device-mem 3MiB \
+    --json "$work/auto_gpu_plan.json" > /dev/null
+  python3 - "$work/auto_gpu_plan.json" "$work/auto_gpu_own.jsonl" "$work/auto_gpu_flag.jsonl" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+best = plan["recommended"]
+for path, gpus in zip(sys.argv[2:], (2, 1)):
+    header = json.loads(open(path).readline())
+    assert header["strategy"] == best, (path, header["strategy"], best)
+    assert header["gemm_peak_flops"] == gpus * 989e12, (path, header["gemm_peak_flops"])
+print(f"strategy auto on cuda: nothing fits 2 ranks sharing a 3 MiB GPU; {best} on two (as plan), "
+      "MFU against one H100 per GPU")
+PY
+fi
 # Hybrid 2x2 on NCCL: the shard groups' reduce-scatters and the replica
 # groups' all-reduces on two communicators' streams (2 ranks have only one
 # group of size 2), in both stream orders.

@@ -15,13 +15,19 @@ int device_count() {
   return n;
 }
 
-std::string device_name(int i) {
+namespace {
+cudaDeviceProp properties(int i) {
   cudaDeviceProp prop{};
   cudaError_t err = cudaGetDeviceProperties(&prop, i);
   if (err != cudaSuccess) {
     throw std::runtime_error(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(err));
   }
-  return prop.name;
+  return prop;
 }
+}  // namespace
+
+std::string device_name(int i) { return properties(i).name; }
+
+int64_t device_memory(int i) { return int64_t(properties(i).totalGlobalMem); }
 
 }  // namespace gpt::cuda

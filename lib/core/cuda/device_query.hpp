@@ -2,6 +2,7 @@
 // (GPT_HAVE_CUDA). The CUDA training backend builds on this.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace gpt::cuda {
@@ -10,5 +11,8 @@ namespace gpt::cuda {
 int device_count();
 // Marketing name of device i, e.g. "NVIDIA H100 80GB HBM3".
 std::string device_name(int i);
+// Its memory in bytes (cudaDeviceProp::totalGlobalMem, e.g. 79.2 GiB on an
+// H100 80GB): the CUDA context and NCCL take some of it.
+int64_t device_memory(int i);
 
 }  // namespace gpt::cuda

@@ -182,7 +182,9 @@ class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend(const NodeLayout& node, bool allow_sharing, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
     // The device is selected before anything is allocated on it.
-    device_ = pick_gpu(node.local_rank, node.local_size, cuda::device_count(), allow_sharing);
+    const int gpus = cuda::device_count();
+    device_ = pick_gpu(node.local_rank, node.local_size, gpus, allow_sharing);
+    ranks_on_device_ = ranks_on_gpu(node.local_rank, node.local_size, gpus);
     GPT_CUDA_OK(cudaSetDevice(device_));
     GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
     mm_ = std::make_unique<cuda::Matmul>(&alloc_);
@@ -206,6 +208,7 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
+  int ranks_on_device() const override { return ranks_on_device_; }
   std::string cudnn_attention_unavailable(int B, int T, int C, int NH) override {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
     return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
@@ -213,7 +216,7 @@ class CudaBackend final : public DeviceBackend {
 
  private:
   DType pt_;
-  int device_ = 0;
+  int device_ = 0, ranks_on_device_ = 1;
   cuda::DeviceAllocator alloc_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> mm_;
@@ -229,5 +232,13 @@ std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool 
 }
 
 int visible_gpus() { return cuda::device_count(); }
+
+std::optional<RankGpu> rank_gpu(const NodeLayout& node) {
+  const int gpus = cuda::device_count();
+  if (gpus <= 0) return std::nullopt;
+  const int device = pick_gpu(node.local_rank, node.local_size, gpus, true);
+  return RankGpu{cuda::device_name(device), cuda::device_memory(device),
+                 ranks_on_gpu(node.local_rank, node.local_size, gpus)};
+}
 
 }  // namespace gpt

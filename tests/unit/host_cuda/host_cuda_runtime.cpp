@@ -13,6 +13,7 @@
 #include "api_log.hpp"
 #include "host_streams.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -86,7 +87,11 @@ cudaError_t cudaGetLastError() {
 // GPT_EMULATED_DEVICES devices (default 1: more lets several ranks of a
 // node use NCCL, one per device), each "emulated CUDA device" of compute
 // capability 9.0 (so the tensor-core paths run) with the H100's shared
-// memory per block, all sharing the host's memory.
+// memory per block, all sharing the host's memory. What the devices report
+// as their name and memory (totalGlobalMem) may be set for tests of what is
+// derived from them (the planner's memory and peak per rank):
+// GPT_EMULATED_DEVICE_NAME, and GPT_EMULATED_DEVICE_MEMORY in bytes (only
+// reported: host_cuda::set_device_memory is what caps allocations).
 namespace {
 int device_count() {
   static const int n = [] {
@@ -94,6 +99,15 @@ int device_count() {
     return v && std::atoi(v) > 0 ? std::atoi(v) : 1;
   }();
   return n;
+}
+const char* device_name() {
+  const char* v = std::getenv("GPT_EMULATED_DEVICE_NAME");
+  return v && *v ? v : "emulated CUDA device";
+}
+size_t reported_memory(size_t capacity) {
+  const char* v = std::getenv("GPT_EMULATED_DEVICE_MEMORY");
+  const unsigned long long bytes = v ? std::strtoull(v, nullptr, 10) : 0;
+  return bytes > 0 ? size_t(bytes) : capacity;
 }
 thread_local int g_device = 0;
 bool valid_device(int d) { return d >= 0 && d < device_count(); }
@@ -114,12 +128,12 @@ cudaError_t cudaSetDevice(int d) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
-  std::strcpy(prop->name, "emulated CUDA device");
+  std::snprintf(prop->name, sizeof(prop->name), "%s", device_name());
   prop->major = 9;
   prop->minor = 0;
   {
     std::lock_guard lk(g_mu);
-    prop->totalGlobalMem = g_capacity;
+    prop->totalGlobalMem = reported_memory(g_capacity);
   }
   prop->sharedMemPerBlockOptin = emulated_cuda::kSmemCapacity;
   return cudaSuccess;
