@@ -41,8 +41,9 @@ int main(int argc, char** argv) {
   app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(gpt::kPositiveInt);
   app.add_option("--device", device, "cuda | cpu: defaults for memory, peak and bandwidths")
       ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--gpu", gpu, "GPU name for the peak FLOP/s table (H100, H200, A100, ...)")->capture_default_str();
-  app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: by device)");
+  app.add_option("--gpu", gpu, "GPU name for the peak FLOP/s and memory tables (H100, H200, A100-SXM4-40GB, ...)")
+      ->capture_default_str();
+  app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: --gpu's on cuda, by host on cpu)");
   app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
       ->check(gpt::kPositiveInt);
   app.add_option("--seq-len", seq_len, "training sequence length (default: the model's context)");
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
     ClusterSpec c = ClusterSpec::defaults(device, ranks, rpn);
     if (device == "cuda") {
       c.peak_flops = gpu_peak_flops(gpu, precision == "bf16");
+      if (const int64_t memory = gpu_memory_bytes(gpu); memory > 0) c.device_memory = memory;
       if (c.peak_flops == 0 && peak_tflops == 0)
         throw ConfigError(fmt::format("unknown gpu = '{}': give --peak-tflops", gpu));
     }

@@ -1,5 +1,7 @@
 #include "model/flops.hpp"
 
+#include <regex>
+
 namespace gpt {
 
 int64_t matmul_params(const GPTConfig& c) {
@@ -22,17 +24,40 @@ double train_flops_per_token(const GPTConfig& c, int seq_len) {
 
 namespace gpt {
 
+namespace {
+// Most specific first: "H100 PCIe" must not match the SXM row, nor "GH200"
+// the H200's. `sized_by_name`: the model comes in two memory sizes and the
+// device's name states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
+struct GpuRow {
+  const char* key;
+  double bf16, fp32;
+  int memory_gib;
+  bool sized_by_name;
+};
+constexpr GpuRow kGpus[] = {
+    {"H100 PCIe", 756e12, 51e12, 80, false}, {"H100 NVL", 835e12, 60e12, 94, false},
+    {"GH200", 989e12, 67e12, 96, false},     {"H200", 989e12, 67e12, 141, false},
+    {"H100", 989e12, 67e12, 80, false},      {"A100", 312e12, 19.5e12, 80, true},
+    {"L40S", 362e12, 91.6e12, 48, false},    {"A10", 125e12, 31.2e12, 24, false},
+    {"V100", 125e12, 15.7e12, 32, true}};
+const GpuRow* find_gpu(const std::string& name) {
+  for (const GpuRow& row : kGpus)
+    if (name.find(row.key) != std::string::npos) return &row;
+  return nullptr;
+}
+}  // namespace
+
 double gpu_peak_flops(const std::string& name, bool bf16) {
-  // Most specific first: "H100 PCIe" must not match the SXM row.
-  static const struct {
-    const char* key;
-    double bf16, fp32;
-  } table[] = {{"H100 PCIe", 756e12, 51e12}, {"H100 NVL", 835e12, 60e12}, {"H200", 989e12, 67e12},
-               {"H100", 989e12, 67e12},       {"A100", 312e12, 19.5e12},
-               {"L40S", 362e12, 91.6e12},    {"A10", 125e12, 31.2e12},   {"V100", 125e12, 15.7e12}};
-  for (const auto& row : table)
-    if (name.find(row.key) != std::string::npos) return bf16 ? row.bf16 : row.fp32;
-  return 0;
+  const GpuRow* row = find_gpu(name);
+  return row ? (bf16 ? row->bf16 : row->fp32) : 0;
+}
+
+int64_t gpu_memory_bytes(const std::string& name) {
+  const GpuRow* row = find_gpu(name);
+  if (!row) return 0;
+  std::smatch m;
+  const bool stated = row->sized_by_name && std::regex_search(name, m, std::regex("([0-9]+)GB"));
+  return int64_t(stated ? std::stoi(m[1]) : row->memory_gib) << 30;
 }
 
 }  // namespace gpt

@@ -233,5 +233,29 @@ TEST(Flops, PalmFormulaForGpt2Small) {
   EXPECT_DOUBLE_EQ(f.blocks_backward, 2 * f.blocks_forward);
 }
 
+// The names CUDA reports (cudaDeviceProp::name) and the short ones `plan
+// --gpu` takes find the same row; a more specific name is not taken for a
+// less specific one's.
+TEST(GpuTable, PeakAndMemoryByDeviceName) {
+  constexpr int64_t GiB = int64_t(1) << 30;
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", true), 989e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", false), 67e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H100 80GB HBM3"), 80 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H100 PCIe", true), 756e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H100 NVL"), 94 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H200"), 141 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("H200"), 141 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA GH200 480GB"), 96 * GiB);  // 480 GB is the Grace CPU's memory
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA A100-SXM4-40GB"), 40 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA A100-SXM4-80GB"), 80 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("A100"), 80 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA A100-SXM4-40GB", true), 312e12);
+  EXPECT_EQ(gpu_memory_bytes("Tesla V100-SXM2-16GB"), 16 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA L40S"), 48 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA A10"), 24 * GiB);
+  EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true), 0);
+  EXPECT_EQ(gpu_memory_bytes("emulated CUDA device"), 0);
+}
+
 }  // namespace
 }  // namespace gpt
