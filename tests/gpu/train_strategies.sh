@@ -85,6 +85,17 @@ for np in 2 4; do
     compare gpu_fp32 "fp32_${s}_np$np" 1e-5
   done
 done
+# Ranks sharing the GPU share its peak: MFU's denominator on 2 and 4 ranks is
+# the one GPU's, as on 1 rank (on the emulator, whose device has no known
+# peak, all are 0; the --strategy auto runs below check it with a name).
+python3 - "$work" <<'PY'
+import json, sys
+peak = lambda name: json.loads(open(f"{sys.argv[1]}/{name}.jsonl").readline())["gemm_peak_flops"]
+one = peak("gpu_fp32")
+shared = {f"fp32_{s}_np{n}": peak(f"fp32_{s}_np{n}") for n in (2, 4) for s in ("ddp", "zero3")}
+assert all(p == one for p in shared.values()), (one, shared)
+print(f"ranks sharing the GPU: aggregate peak {one / 1e12:g} TFLOP/s, as on 1 rank")
+PY
 run gpu_bf16 1 --device cuda
 compare gpu_fp32 gpu_bf16 0.03 loss
 # --attention cudnn (cuDNN's fused attention in the blocks): on a GPU where
