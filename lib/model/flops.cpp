@@ -26,8 +26,9 @@ namespace gpt {
 
 namespace {
 // Most specific first: "H100 PCIe" must not match the SXM row, nor "GH200"
-// the H200's. `sized_by_name`: the model comes in two memory sizes and the
-// device's name states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
+// the H200's. A GB200's GPU takes the B200's row (its 1200 W peak is 2500).
+// `sized_by_name`: the model comes in two memory sizes and the device's name
+// states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 struct GpuRow {
   const char* key;
   double bf16, fp32;
@@ -35,10 +36,11 @@ struct GpuRow {
   bool sized_by_name;
 };
 constexpr GpuRow kGpus[] = {
-    {"H100 PCIe", 756e12, 51e12, 80, false}, {"H100 NVL", 835e12, 60e12, 94, false},
-    {"GH200", 989e12, 67e12, 96, false},     {"H200", 989e12, 67e12, 141, false},
-    {"H100", 989e12, 67e12, 80, false},      {"A100", 312e12, 19.5e12, 80, true},
-    {"L40S", 362e12, 91.6e12, 48, false},    {"A10", 125e12, 31.2e12, 24, false},
+    {"H100 PCIe", 756e12, 51e12, 80, false},   {"H100 NVL", 835e12, 60e12, 94, false},
+    {"GH200 144G", 989e12, 67e12, 144, false}, {"GH200", 989e12, 67e12, 96, false},
+    {"H200", 989e12, 67e12, 141, false},       {"B200", 2250e12, 80e12, 180, false},
+    {"H100", 989e12, 67e12, 80, false},        {"A100", 312e12, 19.5e12, 80, true},
+    {"L40S", 362e12, 91.6e12, 48, false},      {"A10", 125e12, 31.2e12, 24, false},
     {"V100", 125e12, 15.7e12, 32, true}};
 const GpuRow* find_gpu(const std::string& name) {
   for (const GpuRow& row : kGpus)

@@ -246,6 +246,10 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("NVIDIA H200"), 141 * GiB);
   EXPECT_EQ(gpu_memory_bytes("H200"), 141 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA GH200 480GB"), 96 * GiB);  // 480 GB is the Grace CPU's memory
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA GH200 144G HBM3e"), 144 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GH200 480GB", true), 989e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA B200", true), 2250e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA B200"), 180 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA A100-SXM4-40GB"), 40 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA A100-SXM4-80GB"), 80 * GiB);
   EXPECT_EQ(gpu_memory_bytes("A100"), 80 * GiB);
