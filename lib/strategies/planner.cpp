@@ -1,7 +1,5 @@
 #include "strategies/planner.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/bytes.hpp"
+#include "core/host_memory.hpp"
 #include "io/data_loader.hpp"
 #include "model/flops.hpp"
 
@@ -42,10 +41,10 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     c.intra_bw = 360e9;  // NVLink 4 all-reduce bus bandwidth (nccl-tests, 8x H100 SXM)
     c.inter_bw = 45e9;   // 400 Gb/s InfiniBand per GPU
   } else {
-    // The host's memory split between the ranks on it; a few GFLOP/s per
-    // rank; shared-memory MPI inside the node, 10 GbE across.
-    const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-    c.device_memory = int64_t(mem / c.ranks_per_node);
+    // The host's memory (or its cgroup's limit, a SLURM job's --mem) split
+    // between the ranks on it; a few GFLOP/s per rank; shared-memory MPI
+    // inside the node, 10 GbE across.
+    c.device_memory = host_memory().bytes / c.ranks_per_node;
     c.peak_flops = 50e9;
     c.intra_bw = 3e9;
     c.inter_bw = 1.2e9;

@@ -40,7 +40,8 @@ struct ClusterSpec {
   double headroom = 0.9;
   // Defaults for the device kind: "cuda" (H100-class: 80 GiB, 989 TFLOP/s
   // bf16, NVLink 360 GB/s, 400 Gb/s InfiniBand per GPU) or "cpu" (the memory
-  // and cores of this host, shared-memory MPI).
+  // of this host, or its cgroup's limit (core/host_memory.hpp), shared by
+  // the ranks on it; shared-memory MPI).
   static ClusterSpec defaults(const std::string& device, int world, int ranks_per_node);
 };
 

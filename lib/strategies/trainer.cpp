@@ -36,6 +36,7 @@
 #include "strategies/strategy.hpp"
 #include "strategies/unit_model.hpp"
 #include "core/bytes.hpp"
+#include "core/host_memory.hpp"
 #include "core/trace.hpp"
 #include "io/trace_writer.hpp"
 
@@ -96,7 +97,8 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   const Workload w = run_workload(c, world, num_threads());
   const bool cuda = c.device == DeviceKind::kCuda;
   ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
-  std::string memory_from = cuda ? fit_plan_to_gpus(c, base, nodes, &cluster) : "this host's memory";
+  std::string memory_from =
+      cuda ? fit_plan_to_gpus(c, base, nodes, &cluster) : host_memory().source + ", shared by the node's ranks";
   if (!c.device_mem.empty()) {
     cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
     memory_from = "--device-mem";
