@@ -1,7 +1,5 @@
 #include "comm/bootstrap.hpp"
 
-#include <algorithm>
-
 #include "core/error.hpp"
 
 namespace gpt {
@@ -14,12 +12,6 @@ int pick_gpu(int local_rank, int local_size, int device_count, bool allow_sharin
                                   local_size, device_count));
   }
   return local_rank % device_count;
-}
-
-int ranks_on_gpu(int local_rank, int local_size, int device_count) {
-  if (device_count <= 0) return 1;
-  const int gpu = local_rank % device_count;
-  return std::max(1, local_size / device_count + (gpu < local_size % device_count ? 1 : 0));
 }
 
 }  // namespace gpt

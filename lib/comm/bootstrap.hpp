@@ -7,8 +7,5 @@ namespace gpt {
 
 // Throws ConfigError with a one-line reason when no device can be chosen.
 int pick_gpu(int local_rank, int local_size, int device_count, bool allow_sharing);
-// How many of the node's ranks pick_gpu puts on this rank's GPU (1 with a
-// GPU per rank): they share its memory and its FLOP/s.
-int ranks_on_gpu(int local_rank, int local_size, int device_count);
 
 }  // namespace gpt

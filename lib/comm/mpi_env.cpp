@@ -29,6 +29,24 @@ NodeLayout node_layout(MPI_Comm comm) {
   return n;
 }
 
+int ranks_on_node_with(MPI_Comm comm, const std::string& key) {
+  constexpr int kLen = 64;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  std::string mine = key.substr(0, kLen);
+  mine.resize(kLen, '\0');
+  std::vector<char> all(size_t(size) * kLen);
+  MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, node);
+  MPI_Comm_free(&node);
+  int same = 0;
+  for (int r = 0; r < size; ++r) same += std::string(all.data() + size_t(r) * kLen, kLen) == mine;
+  return same;
+}
+
 MpiEnv::MpiEnv(int* argc, char*** argv) {
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);

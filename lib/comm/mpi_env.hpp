@@ -16,6 +16,10 @@ struct NodeLayout {
   bool uniform = true;  // every node runs local_size ranks
 };
 NodeLayout node_layout(MPI_Comm comm);
+// How many ranks of this rank's node (itself included) give the same `key`
+// (at most 64 characters are compared), e.g. the UUID of the GPU each
+// uses. Collective over comm.
+int ranks_on_node_with(MPI_Comm comm, const std::string& key);
 
 class MpiEnv {
  public:

@@ -69,8 +69,8 @@ std::string format_eta(double s) {
 // run's precision (model/flops.hpp). Where a rank sees no GPU the planner's
 // defaults stay (its backend then ends the run with the reason). Returns
 // what the memory came from, for the log.
-std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const NodeLayout& nodes, ClusterSpec* cluster) {
-  const std::optional<RankGpu> gpu = rank_gpu(nodes);
+std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu,
+                             ClusterSpec* cluster) {
   double least[2] = {0, 0};  // bytes, FLOP/s per rank; 0: no GPU
   if (gpu) {
     const double peak = gpu_peak_flops(gpu->name, c.precision == Precision::kBf16);
@@ -89,7 +89,7 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const NodeLayout
 // world (memory per rank: --device-mem, else with --device cuda the GPU's
 // memory shared by the ranks on it, else this host's memory shared by the
 // ranks on it; the run's precision). Other strategies pass through unchanged.
-RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note) {
+RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
   if (c.strategy != "auto") return c;
   int world = 1;
   MPI_Comm_size(base, &world);
@@ -98,7 +98,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, std::string* note)
   const bool cuda = c.device == DeviceKind::kCuda;
   ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
   std::string memory_from =
-      cuda ? fit_plan_to_gpus(c, base, nodes, &cluster) : host_memory().source + ", shared by the node's ranks";
+      cuda ? fit_plan_to_gpus(c, base, gpu, &cluster) : host_memory().source + ", shared by the node's ranks";
   if (!c.device_mem.empty()) {
     cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
     memory_from = "--device-mem";
@@ -125,10 +125,11 @@ MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
 }
 
 // --comm auto: NCCL on --device cuda when this build has it and every rank
-// of every node has a GPU of its own (NCCL's requirement), else the MPI
-// communicator (on cuda: staged through host memory, for ranks sharing a
-// GPU). Decided on all ranks together, so they agree; `note` says why.
-RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, std::string* note) {
+// of every node has a GPU of its own (NCCL's requirement; told apart by
+// UUID, RankGpu), else the MPI communicator (on cuda: staged through host
+// memory, for ranks sharing a GPU). Decided on all ranks together, so they
+// agree; `note` says why.
+RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
   if (c.comm != "auto") return c;
   RunConfig r = c;
   r.comm = "mpi";
@@ -137,16 +138,16 @@ RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, std::string* note) {
     *note = "comm auto: mpi (this build has no NCCL)";
     return r;
   }
-  const int local = node_layout(base).local_size, gpus = visible_gpus();
-  int own_gpu = local <= gpus ? 1 : 0;
+  int own_gpu = gpu && gpu->ranks == 1 ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &own_gpu, 1, MPI_INT, MPI_MIN, base);
   if (own_gpu) {
     r.comm = "nccl";
     *note = "comm auto: nccl (one GPU per rank)";
   } else {
-    *note = fmt::format("comm auto: mpi, staged through host memory (a node has more ranks than GPUs: {} ranks, {} "
-                        "GPU(s) here; NCCL needs one GPU per rank)",
-                        local, gpus);
+    const std::string why = !gpu              ? std::string("this rank sees no GPU")
+                            : gpu->ranks > 1 ? fmt::format("{} ranks of this node use one GPU", gpu->ranks)
+                                             : std::string("ranks of another node share a GPU");
+    *note = fmt::format("comm auto: mpi, staged through host memory ({}; NCCL needs one GPU per rank)", why);
   }
   return r;
 }
@@ -157,6 +158,7 @@ struct Trainer::Impl {
   std::string threads_note;  // --threads 0: how the node's cores were shared
   std::string auto_note;  // strategy auto: why the planner chose what runs
   std::string comm_note;  // comm auto: what was chosen and why
+  std::optional<RankGpu> gpu;  // --device cuda: this rank's GPU (unless a backend is given)
   RunConfig resolved;     // the config with strategy and comm auto resolved
   const RunConfig& cfg;
   MPI_Comm base;
@@ -226,7 +228,8 @@ struct Trainer::Impl {
   }
 
   Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given)
-      : resolved(resolve_comm(resolve_strategy(config, b, &auto_note), b, &comm_note)),
+      : gpu(config.device == DeviceKind::kCuda && !given ? rank_gpu(b) : std::nullopt),
+        resolved(resolve_comm(resolve_strategy(config, b, gpu, &auto_note), b, gpu, &comm_note)),
         cfg(resolved),
         base(b),
         rank(rank_of(b)),
@@ -235,7 +238,7 @@ struct Trainer::Impl {
         backend(given                               ? std::move(given)
                 : cfg.device == DeviceKind::kCuda
                     // MPI collectives stage device buffers through host memory: ranks may share a GPU.
-                    ? make_device_backend(node_layout(b), cfg.comm == "mpi", param_dtype, &mem)
+                    ? make_device_backend(gpu, cfg.comm == "mpi", param_dtype, &mem)
                     : nullptr),
         mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm), backend ? backend->device_index() : 0),
         layout(cfg.gpt),

@@ -62,11 +62,10 @@ std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTO
 }
 
 #ifndef GPT_HAVE_CUDA
-std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout&, bool, DType, MemoryTracker*) {
+std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>&, bool, DType, MemoryTracker*) {
   throw ConfigError("invalid device = 'cuda': this build has no CUDA (configure with a CUDA toolkit present)");
 }
-int visible_gpus() { return 0; }
-std::optional<RankGpu> rank_gpu(const NodeLayout&) { return std::nullopt; }
+std::optional<RankGpu> rank_gpu(MPI_Comm) { return std::nullopt; }
 #endif
 
 }  // namespace gpt

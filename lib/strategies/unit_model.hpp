@@ -60,7 +60,7 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
-  virtual int ranks_on_device() const { return 1; }  // ranks of the node sharing this GPU (ranks_on_gpu)
+  virtual int ranks_on_device() const { return 1; }  // ranks of the node sharing this GPU (RankGpu::ranks)
   // Why cuDNN's fused attention cannot run this rank's training passes of
   // B sequences of T tokens (width C, NH heads), or "" when it can: its
   // plans for both directions are then built on this device, so the model
@@ -69,22 +69,24 @@ class DeviceBackend {
     return "this backend has no cuDNN attention";
   }
 };
-// The rank's GPU is chosen by pick_gpu (comm/bootstrap.hpp) from its place
-// on the node; `allow_sharing`: several ranks may use one GPU (MPI
-// collectives; NCCL needs one GPU per rank).
-std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool allow_sharing, DType param_dtype,
-                                                   MemoryTracker* tracker);
-// CUDA devices this process sees (0 in a build without CUDA or without a GPU).
-int visible_gpus();
-// The GPU pick_gpu gives this rank, for the planner before the backend
-// exists (--strategy auto): its name, its memory, and how many of the
-// node's ranks use it (ranks_on_gpu). nullopt in a build without CUDA or
-// on a node without a GPU.
+// The GPU this rank uses (--device cuda), found before the backend exists:
+// pick_gpu's choice among the GPUs it sees, what CUDA says of it, and how
+// many of the node's ranks use that same physical GPU, compared by UUID,
+// so that ranks which each see one GPU of their own (srun
+// --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) are not taken for
+// ranks sharing one. Collective over `base`; nullopt in a build without
+// CUDA or where this rank sees no GPU.
 struct RankGpu {
-  std::string name;
+  int device = 0;  // the CUDA device index in this process
+  std::string name, uuid;
   int64_t memory = 0;  // bytes, the whole device's
-  int ranks = 1;       // the ranks sharing it, this one included
+  int ranks = 1;       // the node's ranks using it, this one included
 };
-std::optional<RankGpu> rank_gpu(const NodeLayout& node);
+std::optional<RankGpu> rank_gpu(MPI_Comm base);
+// Throws ConfigError when there is no GPU, or when ranks share it and
+// `allow_sharing` is false (NCCL needs one GPU per rank; the MPI
+// communicator stages device buffers through host memory and allows it).
+std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>& gpu, bool allow_sharing,
+                                                   DType param_dtype, MemoryTracker* tracker);
 
 }  // namespace gpt

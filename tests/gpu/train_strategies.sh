@@ -169,8 +169,10 @@ fi
 # 2 ranks on one have 1.5 MiB each, where nothing fits (zero1, the
 # smallest, needs 2.0 MiB), so the run ends with the planner's one line; on
 # two of them they have 3 MiB each and run zero1 (what `plan` recommends
-# for 3 MiB per rank), with an aggregate peak of two H100s; --device-mem
-# 3MiB on the shared one runs too, against one H100's peak.
+# for 3 MiB per rank) over NCCL, with an aggregate peak of two H100s, also
+# when each rank sees one GPU of its own as its device 0 (srun
+# --gpus-per-task=1: GPUs are told apart by UUID, not by index); --device-mem
+# 3MiB on the shared one runs too, over MPI, against one H100's peak.
 if [ -n "$emulated" ]; then
   h100=(env "GPT_EMULATED_DEVICE_NAME=NVIDIA H100 80GB HBM3" "GPT_EMULATED_DEVICE_MEMORY=$((3 << 20))")
   auto=(--device cuda --strategy auto)
@@ -183,6 +185,9 @@ if [ -n "$emulated" ]; then
   done
   "${h100[@]}" GPT_EMULATED_DEVICES=2 "$mpirun" -np 2 "${train[@]}" "${auto[@]}" --metrics "$work/auto_gpu_own.jsonl" \
     > "$work/auto_gpu_own.log" 2>&1 || { echo "FAILED: auto_gpu_own"; cat "$work/auto_gpu_own.log"; exit 1; }
+  "${h100[@]}" GPT_EMULATED_GPU_PER_RANK=1 "$mpirun" -np 2 "${train[@]}" "${auto[@]}" \
+    --metrics "$work/auto_gpu_per_rank.jsonl" > "$work/auto_gpu_per_rank.log" 2>&1 ||
+    { echo "FAILED: auto_gpu_per_rank"; cat "$work/auto_gpu_per_rank.log"; exit 1; }
   "${h100[@]}" "$mpirun" -np 2 "${train[@]}" "${auto[@]}" --device-mem 3MiB --metrics "$work/auto_gpu_flag.jsonl" \
     > "$work/auto_gpu_flag.log" 2>&1 || { echo "FAILED: auto_gpu_flag"; cat "$work/auto_gpu_flag.log"; exit 1; }
   grep -qF "3.0 MiB per rank (NVIDIA H100 80GB HBM3: 3.0 MiB; the least of any rank)" "$work/auto_gpu_own.log" &&
@@ -190,16 +195,18 @@ if [ -n "$emulated" ]; then
     { echo "FAILED: --strategy auto: the memory per rank"; cat "$work/auto_gpu_own.log" "$work/auto_gpu_flag.log"; exit 1; }
   "$build/apps/plan" --config "$work/tiny.toml" --n-head 2 --ranks 2 --device cuda --device-mem 3MiB \
     --json "$work/auto_gpu_plan.json" > /dev/null
-  python3 - "$work/auto_gpu_plan.json" "$work/auto_gpu_own.jsonl" "$work/auto_gpu_flag.jsonl" <<'PY'
+  python3 - "$work/auto_gpu_plan.json" "$work/auto_gpu_own.jsonl" "$work/auto_gpu_per_rank.jsonl" \
+    "$work/auto_gpu_flag.jsonl" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
 best = plan["recommended"]
-for path, gpus in zip(sys.argv[2:], (2, 1)):
+for path, gpus, comm in zip(sys.argv[2:], (2, 2, 1), ("nccl", "nccl", "mpi")):
     header = json.loads(open(path).readline())
     assert header["strategy"] == best, (path, header["strategy"], best)
     assert header["gemm_peak_flops"] == gpus * 989e12, (path, header["gemm_peak_flops"])
-print(f"strategy auto on cuda: nothing fits 2 ranks sharing a 3 MiB GPU; {best} on two (as plan), "
-      "MFU against one H100 per GPU")
+    assert header["comm_backend"] == comm, (path, header["comm_backend"], header.get("comm_auto"))
+print(f"strategy auto on cuda: nothing fits 2 ranks sharing a 3 MiB GPU; {best} on two (as plan; also when each "
+      "sees its own as device 0), MFU against one H100 per GPU")
 PY
 fi
 # Hybrid 2x2 on NCCL: the shard groups' reduce-scatters and the replica

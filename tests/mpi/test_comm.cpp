@@ -226,6 +226,18 @@ TEST(Mesh, DefaultShapeIsNodesByRanksPerNode) {
   }
 }
 
+// How trainers count the ranks using one physical GPU (key: its UUID).
+TEST(NodeLayout, RanksOnTheNodeWithTheSameKey) {
+  const MpiEnv& env = test::env();
+  const NodeLayout node = node_layout(env.world());
+  const int r = node.local_rank, n = node.local_size;
+  EXPECT_EQ(ranks_on_node_with(env.world(), r % 2 ? "odd" : "even"), r % 2 ? n / 2 : (n + 1) / 2);
+  EXPECT_EQ(ranks_on_node_with(env.world(), ""), n);
+  EXPECT_EQ(ranks_on_node_with(env.world(), "gpu-" + std::to_string(r)), 1);
+  // Only the first 64 characters count.
+  EXPECT_EQ(ranks_on_node_with(env.world(), std::string(64, 'u') + std::to_string(r)), n);
+}
+
 TEST(Mesh, BadShapesAreClearErrors) {
   auto msg = [](const std::string& spec, int world) {
     try {

@@ -53,18 +53,5 @@ TEST(Bootstrap, GpuByLocalRankAndSharingOnlyWhenAsked) {
   EXPECT_THROW(pick_gpu(0, 1, 0, true), ConfigError);
 }
 
-TEST(Bootstrap, RanksOnAGpuAreThoseThatPickIt) {
-  for (int local = 1; local <= 9; ++local)
-    for (int gpus = 1; gpus <= 4; ++gpus)
-      for (int r = 0; r < local; ++r) {
-        int same = 0;
-        for (int o = 0; o < local; ++o) same += pick_gpu(o, local, gpus, true) == pick_gpu(r, local, gpus, true);
-        EXPECT_EQ(ranks_on_gpu(r, local, gpus), same) << "rank " << r << " of " << local << ", " << gpus << " GPUs";
-      }
-  EXPECT_EQ(ranks_on_gpu(0, 4, 1), 4);
-  EXPECT_EQ(ranks_on_gpu(1, 3, 2), 1);  // ranks 0 and 2 share GPU 0; rank 1 has GPU 1
-  EXPECT_EQ(ranks_on_gpu(3, 8, 8), 1);
-}
-
 }  // namespace
 }  // namespace gpt

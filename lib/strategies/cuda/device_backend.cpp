@@ -180,16 +180,13 @@ class DeviceModel final : public UnitModel {
 
 class CudaBackend final : public DeviceBackend {
  public:
-  CudaBackend(const NodeLayout& node, bool allow_sharing, DType pt, MemoryTracker* tracker) : pt_(pt), alloc_(tracker) {
+  CudaBackend(const RankGpu& gpu, DType pt, MemoryTracker* tracker)
+      : pt_(pt), device_(gpu.device), ranks_on_device_(gpu.ranks), alloc_(tracker), name_(gpu.name) {
     // The device is selected before anything is allocated on it.
-    const int gpus = cuda::device_count();
-    device_ = pick_gpu(node.local_rank, node.local_size, gpus, allow_sharing);
-    ranks_on_device_ = ranks_on_gpu(node.local_rank, node.local_size, gpus);
     GPT_CUDA_OK(cudaSetDevice(device_));
     GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
     mm_ = std::make_unique<cuda::Matmul>(&alloc_);
     arena_ = std::make_unique<DeviceArena>(&alloc_, stream_);
-    name_ = cuda::device_name(device_);
   }
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);
@@ -226,19 +223,29 @@ class CudaBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::unique_ptr<DeviceBackend> make_device_backend(const NodeLayout& node, bool allow_sharing, DType param_dtype,
-                                                   MemoryTracker* tracker) {
-  return std::make_unique<CudaBackend>(node, allow_sharing, param_dtype, tracker);
+std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>& gpu, bool allow_sharing,
+                                                   DType param_dtype, MemoryTracker* tracker) {
+  if (!gpu) throw ConfigError("no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES)");
+  if (gpu->ranks > 1 && !allow_sharing)
+    throw ConfigError(fmt::format("{} ranks on this node use the same GPU ({}, device {} here): launch one rank per "
+                                  "GPU, or allow sharing (several ranks per GPU, MPI communicator)",
+                                  gpu->ranks, gpu->name, gpu->device));
+  return std::make_unique<CudaBackend>(*gpu, param_dtype, tracker);
 }
 
-int visible_gpus() { return cuda::device_count(); }
-
-std::optional<RankGpu> rank_gpu(const NodeLayout& node) {
+std::optional<RankGpu> rank_gpu(MPI_Comm base) {
+  const NodeLayout node = node_layout(base);
   const int gpus = cuda::device_count();
+  RankGpu g;
+  if (gpus > 0) {
+    g.device = pick_gpu(node.local_rank, node.local_size, gpus, true);
+    g.name = cuda::device_name(g.device);
+    g.uuid = cuda::device_uuid(g.device);
+    g.memory = cuda::device_memory(g.device);
+  }
+  g.ranks = ranks_on_node_with(base, g.uuid);  // every rank takes part, with a GPU or without
   if (gpus <= 0) return std::nullopt;
-  const int device = pick_gpu(node.local_rank, node.local_size, gpus, true);
-  return RankGpu{cuda::device_name(device), cuda::device_memory(device),
-                 ranks_on_gpu(node.local_rank, node.local_size, gpus)};
+  return g;
 }
 
 }  // namespace gpt

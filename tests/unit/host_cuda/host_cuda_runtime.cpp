@@ -91,7 +91,8 @@ cudaError_t cudaGetLastError() {
 // as their name and memory (totalGlobalMem) may be set for tests of what is
 // derived from them (the planner's memory and peak per rank):
 // GPT_EMULATED_DEVICE_NAME, and GPT_EMULATED_DEVICE_MEMORY in bytes (only
-// reported: host_cuda::set_device_memory is what caps allocations).
+// reported: host_cuda::set_device_memory is what caps allocations); and
+// which physical GPU a device is (its UUID): GPT_EMULATED_GPU_PER_RANK.
 namespace {
 int device_count() {
   static const int n = [] {
@@ -129,6 +130,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof(prop->name), "%s", device_name());
+  // Each device its own UUID; with GPT_EMULATED_GPU_PER_RANK=1 each rank's
+  // device 0 is another physical GPU (the node-local rank in the UUID), as
+  // under srun --gpus-per-task=1, where every rank sees one GPU of its own.
+  const char* per_rank = std::getenv("GPT_EMULATED_GPU_PER_RANK");
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int physical = d + (per_rank && std::atoi(per_rank) == 1 && local ? 1000 * (1 + std::atoi(local)) : 0);
+  std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
   prop->major = 9;
   prop->minor = 0;
   {
