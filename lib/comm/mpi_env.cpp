@@ -29,21 +29,26 @@ NodeLayout node_layout(MPI_Comm comm) {
   return n;
 }
 
-int ranks_on_node_with(MPI_Comm comm, const std::string& key) {
-  constexpr int kLen = 64;
+std::vector<char> gather_on_node(MPI_Comm comm, const void* mine, int bytes) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm node;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   int size = 1;
   MPI_Comm_size(node, &size);
+  std::vector<char> all(size_t(size) * size_t(bytes));
+  MPI_Allgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  return all;
+}
+
+int ranks_on_node_with(MPI_Comm comm, const std::string& key) {
+  constexpr size_t kLen = 64;
   std::string mine = key.substr(0, kLen);
   mine.resize(kLen, '\0');
-  std::vector<char> all(size_t(size) * kLen);
-  MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, node);
-  MPI_Comm_free(&node);
+  const std::vector<char> all = gather_on_node(comm, mine.data(), int(kLen));
   int same = 0;
-  for (int r = 0; r < size; ++r) same += std::string(all.data() + size_t(r) * kLen, kLen) == mine;
+  for (size_t at = 0; at < all.size(); at += kLen) same += mine.compare(0, kLen, all.data() + at, kLen) == 0;
   return same;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -16,6 +17,9 @@ struct NodeLayout {
   bool uniform = true;  // every node runs local_size ranks
 };
 NodeLayout node_layout(MPI_Comm comm);
+// Each rank of this rank's node gives `bytes` bytes; returns all of them in
+// node-rank order. Collective over comm.
+std::vector<char> gather_on_node(MPI_Comm comm, const void* mine, int bytes);
 // How many ranks of this rank's node (itself included) give the same `key`
 // (at most 64 characters are compared), e.g. the UUID of the GPU each
 // uses. Collective over comm.

@@ -3,10 +3,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "comm/mpi_env.hpp"
 
 namespace gpt {
 
@@ -17,20 +20,13 @@ ThreadShare share_cores(MPI_Comm comm) {
     const int hw = std::clamp(int(std::thread::hardware_concurrency()), 1, CPU_SETSIZE);
     for (int c = 0; c < hw; ++c) CPU_SET(c, &mine);
   }
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int n = 0;
-  MPI_Comm_size(node, &n);
-  std::vector<cpu_set_t> masks(static_cast<size_t>(n));
-  MPI_Allgather(&mine, int(sizeof(mine)), MPI_BYTE, masks.data(), int(sizeof(mine)), MPI_BYTE, node);
-  MPI_Comm_free(&node);
+  const std::vector<char> all = gather_on_node(comm, &mine, int(sizeof(mine)));
   ThreadShare s;
   s.cores = std::max(1, CPU_COUNT(&mine));
   s.sharers = 0;
-  for (cpu_set_t& m : masks) {
-    cpu_set_t both;
+  for (size_t at = 0; at < all.size(); at += sizeof(cpu_set_t)) {
+    cpu_set_t m, both;
+    std::memcpy(&m, all.data() + at, sizeof(m));
     CPU_AND(&both, &m, &mine);
     s.sharers += CPU_COUNT(&both) > 0 ? 1 : 0;
   }
