@@ -284,7 +284,7 @@ struct Trainer::Impl {
     if (backend) {
       // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
       // shared by the ranks on it (tests run several on one GPU).
-      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16) / backend->ranks_on_device();
+      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16) / (gpu ? gpu->ranks : 1);
       if (gemm_peak == 0) log0("warning: no peak FLOP/s known for '{}': MFU is reported as 0", backend->device_name());
     } else {
       gemm_peak = cpu::measure_gemm_peak();

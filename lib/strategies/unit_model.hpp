@@ -60,7 +60,6 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
-  virtual int ranks_on_device() const { return 1; }  // ranks of the node sharing this GPU (RankGpu::ranks)
   // Why cuDNN's fused attention cannot run this rank's training passes of
   // B sequences of T tokens (width C, NH heads), or "" when it can: its
   // plans for both directions are then built on this device, so the model

@@ -162,6 +162,12 @@ for path, want in zip(sys.argv[1:], ("mpi", "nccl")):
     assert header["comm_backend"] == want and want in header["comm_auto"], (path, header["comm_backend"], header.get("comm_auto"))
 print("comm auto: mpi for 2 ranks on 1 GPU, nccl for 2 ranks on 2 GPUs")
 PY
+  # NCCL asked for on 2 ranks sharing one GPU: one line naming the sharing.
+  if out="$("$mpirun" -np 2 "${train[@]}" --device cuda --comm nccl 2>&1)"; then
+    echo "FAILED: --comm nccl ran on 2 ranks sharing one GPU"; echo "$out"; exit 1
+  fi
+  grep -q "^error: 2 ranks on this node use the same GPU (emulated CUDA device, device 0 here): launch one rank" \
+    <<<"$out" || { echo "FAILED: --comm nccl on a shared GPU: no error line"; echo "$out"; exit 1; }
 fi
 # --strategy auto on cuda plans with the memory of the GPU each rank uses,
 # shared by the ranks on it (the least of any rank), and MFU's peak is the

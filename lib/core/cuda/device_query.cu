@@ -28,17 +28,15 @@ cudaDeviceProp properties(int i) {
 
 std::string device_name(int i) { return properties(i).name; }
 
-int64_t device_memory(int i) { return int64_t(properties(i).totalGlobalMem); }
-
-std::string device_uuid(int i) {
+DeviceInfo device_info(int i) {
   const cudaDeviceProp prop = properties(i);
   static const char* hex = "0123456789abcdef";
-  std::string out;
+  DeviceInfo d{prop.name, int64_t(prop.totalGlobalMem), {}};
   for (char c : prop.uuid.bytes) {
-    out += hex[(static_cast<unsigned char>(c) >> 4) & 15];
-    out += hex[static_cast<unsigned char>(c) & 15];
+    d.uuid += hex[(static_cast<unsigned char>(c) >> 4) & 15];
+    d.uuid += hex[static_cast<unsigned char>(c) & 15];
   }
-  return out;
+  return d;
 }
 
 }  // namespace gpt::cuda

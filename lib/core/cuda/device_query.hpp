@@ -11,11 +11,16 @@ namespace gpt::cuda {
 int device_count();
 // Marketing name of device i, e.g. "NVIDIA H100 80GB HBM3".
 std::string device_name(int i);
-// Its memory in bytes (cudaDeviceProp::totalGlobalMem, e.g. 79.2 GiB on an
-// H100 80GB): the CUDA context and NCCL take some of it.
-int64_t device_memory(int i);
-// Its UUID as 32 hex digits: the same physical GPU has the same one in
-// every process, whatever CUDA_VISIBLE_DEVICES numbers it there.
-std::string device_uuid(int i);
+// What the trainer needs of device i, from one property query.
+struct DeviceInfo {
+  std::string name;
+  // cudaDeviceProp::totalGlobalMem, e.g. 79.2 GiB on an H100 80GB: the
+  // CUDA context and NCCL take some of it.
+  int64_t memory = 0;
+  // 32 hex digits: the same physical GPU has the same one in every
+  // process, whatever CUDA_VISIBLE_DEVICES numbers it there.
+  std::string uuid;
+};
+DeviceInfo device_info(int i);
 
 }  // namespace gpt::cuda

@@ -181,7 +181,7 @@ class DeviceModel final : public UnitModel {
 class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend(const RankGpu& gpu, DType pt, MemoryTracker* tracker)
-      : pt_(pt), device_(gpu.device), ranks_on_device_(gpu.ranks), alloc_(tracker), name_(gpu.name) {
+      : pt_(pt), device_(gpu.device), alloc_(tracker), name_(gpu.name) {
     // The device is selected before anything is allocated on it.
     GPT_CUDA_OK(cudaSetDevice(device_));
     GPT_CUDA_OK(cudaStreamCreate(&stream_));  // blocking: ordered after the legacy-stream zero fills
@@ -205,7 +205,6 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
-  int ranks_on_device() const override { return ranks_on_device_; }
   std::string cudnn_attention_unavailable(int B, int T, int C, int NH) override {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
     return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
@@ -213,7 +212,7 @@ class CudaBackend final : public DeviceBackend {
 
  private:
   DType pt_;
-  int device_ = 0, ranks_on_device_ = 1;
+  int device_ = 0;
   cuda::DeviceAllocator alloc_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> mm_;
@@ -238,10 +237,11 @@ std::optional<RankGpu> rank_gpu(MPI_Comm base) {
   const int gpus = cuda::device_count();
   RankGpu g;
   if (gpus > 0) {
-    g.device = pick_gpu(node.local_rank, node.local_size, gpus, true);
-    g.name = cuda::device_name(g.device);
-    g.uuid = cuda::device_uuid(g.device);
-    g.memory = cuda::device_memory(g.device);
+    g.device = pick_gpu(node.local_rank, gpus);
+    const cuda::DeviceInfo info = cuda::device_info(g.device);
+    g.name = info.name;
+    g.uuid = info.uuid;
+    g.memory = info.memory;
   }
   g.ranks = ranks_on_node_with(base, g.uuid);  // every rank takes part, with a GPU or without
   if (gpus <= 0) return std::nullopt;
