@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
   app.add_option("--ranks-per-node", rpn, "ranks per node (default: --ranks, one node)")->check(gpt::kPositiveInt);
   app.add_option("--device", device, "cuda | cpu: defaults for memory, peak and bandwidths")
       ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--gpu", gpu, "GPU name for the peak FLOP/s and memory tables (H100, H200, A100-SXM4-40GB, ...)")
+  app.add_option("--gpu", gpu,
+                 "GPU name for the table of peak FLOP/s, memory and intra-node bandwidth (H100, H200, "
+                 "A100-SXM4-40GB, L40S, ...)")
       ->capture_default_str();
   app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: --gpu's on cuda, by host on cpu)");
   app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
@@ -68,7 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
   app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
   app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
-  app.add_option("--intra-gbps", intra_gbps, "GB/s a rank sends in a ring inside a node");
+  app.add_option("--intra-gbps", intra_gbps,
+                 "GB/s a rank sends in a ring inside a node (default: --gpu's on cuda, 3 on cpu)");
   app.add_option("--inter-gbps", inter_gbps, "GB/s a rank sends in a ring across nodes");
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
     if (device == "cuda") {
       c.peak_flops = gpu_peak_flops(gpu, precision == "bf16");
       if (const int64_t memory = gpu_memory_bytes(gpu); memory > 0) c.device_memory = memory;
+      if (const double bw = gpu_ring_bandwidth(gpu); bw > 0) c.intra_bw = bw;
       if (c.peak_flops == 0 && peak_tflops == 0)
         throw ConfigError(fmt::format("unknown gpu = '{}': give --peak-tflops", gpu));
     }

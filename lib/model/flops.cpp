@@ -29,19 +29,23 @@ namespace {
 // the H200's. A GB200's GPU takes the B200's row (its 1200 W peak is 2500).
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
+// `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
+// PCIe card, whose bridges, where it has them, join pairs, not a node's 8);
+// `pcie_gen`: the card's PCIe generation (x16), the link of its PCIe form.
 struct GpuRow {
   const char* key;
   double bf16, fp32;
   int memory_gib;
   bool sized_by_name;
+  int nvlink_gbps, pcie_gen;
 };
 constexpr GpuRow kGpus[] = {
-    {"H100 PCIe", 756e12, 51e12, 80, false},   {"H100 NVL", 835e12, 60e12, 94, false},
-    {"GH200 144G", 989e12, 67e12, 144, false}, {"GH200", 989e12, 67e12, 96, false},
-    {"H200", 989e12, 67e12, 141, false},       {"B200", 2250e12, 80e12, 180, false},
-    {"H100", 989e12, 67e12, 80, false},        {"A100", 312e12, 19.5e12, 80, true},
-    {"L40S", 362e12, 91.6e12, 48, false},      {"A10", 125e12, 31.2e12, 24, false},
-    {"V100", 125e12, 15.7e12, 32, true}};
+    {"H100 PCIe", 756e12, 51e12, 80, false, 0, 5},      {"H100 NVL", 835e12, 60e12, 94, false, 0, 5},
+    {"H200 NVL", 835e12, 60e12, 141, false, 0, 5},      {"GH200 144G", 989e12, 67e12, 144, false, 450, 5},
+    {"GH200", 989e12, 67e12, 96, false, 450, 5},        {"H200", 989e12, 67e12, 141, false, 450, 5},
+    {"B200", 2250e12, 80e12, 180, false, 900, 6},       {"H100", 989e12, 67e12, 80, false, 450, 5},
+    {"A100", 312e12, 19.5e12, 80, true, 300, 4},        {"L40S", 362e12, 91.6e12, 48, false, 0, 4},
+    {"A10", 125e12, 31.2e12, 24, false, 0, 4},          {"V100", 125e12, 15.7e12, 32, true, 150, 3}};
 const GpuRow* find_gpu(const std::string& name) {
   for (const GpuRow& row : kGpus)
     if (name.find(row.key) != std::string::npos) return &row;
@@ -60,6 +64,17 @@ int64_t gpu_memory_bytes(const std::string& name) {
   std::smatch m;
   const bool stated = row->sized_by_name && std::regex_search(name, m, std::regex("([0-9]+)GB"));
   return int64_t(stated ? std::stoi(m[1]) : row->memory_gib) << 30;
+}
+
+double gpu_ring_bandwidth(const std::string& name) {
+  const GpuRow* row = find_gpu(name);
+  if (!row) return 0;
+  // "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe": the PCIe form of an
+  // NVLink row's GPU.
+  const bool pcie = std::regex_search(name, std::regex("PCIE", std::regex::icase));
+  // PCIe x16 per direction: 16 GB/s at gen 3, doubling with each generation.
+  const double link = row->nvlink_gbps > 0 && !pcie ? row->nvlink_gbps : 16.0 * (1 << (row->pcie_gen - 3));
+  return 0.8 * link * 1e9;
 }
 
 }  // namespace gpt

@@ -38,7 +38,7 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
   if (device == "cuda") {
     c.device_memory = int64_t(80) << 30;
     c.peak_flops = gpu_peak_flops("H100", true);
-    c.intra_bw = 360e9;  // NVLink 4 all-reduce bus bandwidth (nccl-tests, 8x H100 SXM)
+    c.intra_bw = gpu_ring_bandwidth("H100");  // 360 GB/s, NVLink 4's ring (nccl-tests, 8x H100 SXM)
     c.inter_bw = 45e9;   // 400 Gb/s InfiniBand per GPU
   } else {
     // The host's memory (or its cgroup's limit, a SLURM job's --mem) split
@@ -46,7 +46,7 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     // inside the node, 10 GbE across.
     c.device_memory = host_memory().bytes / c.ranks_per_node;
     c.peak_flops = 50e9;
-    c.intra_bw = 3e9;
+    c.intra_bw = kHostIntraBw;
     c.inter_bw = 1.2e9;
   }
   return c;

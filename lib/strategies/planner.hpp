@@ -38,6 +38,10 @@ struct ClusterSpec {
   double assumed_mfu = 0.45;   // fraction of peak the compute reaches
   double intra_bw = 0, inter_bw = 0;  // bytes/s a rank sends over a ring inside / across nodes
   double headroom = 0.9;
+  // Shared-memory MPI inside a node: the CPU default's intra-node bandwidth,
+  // and that of ranks sharing a GPU, whose MPI communicator stages through
+  // host memory.
+  static constexpr double kHostIntraBw = 3e9;
   // Defaults for the device kind: "cuda" (H100-class: 80 GiB, 989 TFLOP/s
   // bf16, NVLink 360 GB/s, 400 Gb/s InfiniBand per GPU) or "cpu" (the memory
   // of this host, or its cgroup's limit (core/host_memory.hpp), shared by

@@ -71,16 +71,20 @@ std::string format_eta(double s) {
 // what the memory came from, for the log.
 std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu,
                              ClusterSpec* cluster) {
-  double least[2] = {0, 0};  // bytes, FLOP/s per rank; 0: no GPU
+  double least[3] = {0, 0, 0};  // bytes, FLOP/s per rank, intra-node bytes/s; 0: no GPU
   if (gpu) {
     const double peak = gpu_peak_flops(gpu->name, c.precision == Precision::kBf16);
+    const double ring = gpu_ring_bandwidth(gpu->name);
     least[0] = double(gpu->memory / gpu->ranks);
     least[1] = (peak > 0 ? peak : cluster->peak_flops) / gpu->ranks;
+    // Ranks sharing a GPU talk through the MPI communicator's host staging.
+    least[2] = gpu->ranks > 1 ? ClusterSpec::kHostIntraBw : ring > 0 ? ring : cluster->intra_bw;
   }
-  MPI_Allreduce(MPI_IN_PLACE, least, 2, MPI_DOUBLE, MPI_MIN, base);
+  MPI_Allreduce(MPI_IN_PLACE, least, 3, MPI_DOUBLE, MPI_MIN, base);
   if (least[0] <= 0) return "the planner's default: a rank sees no GPU";
   cluster->device_memory = int64_t(least[0]);
   cluster->peak_flops = least[1];
+  cluster->intra_bw = least[2];
   return fmt::format("{}: {}{}; the least of any rank", gpu->name, format_bytes(double(gpu->memory)),
                      gpu->ranks > 1 ? fmt::format(" shared by {} ranks", gpu->ranks) : "");
 }
@@ -88,7 +92,9 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
 // --strategy auto: the planner's recommendation for this model, batch and
 // world (memory per rank: --device-mem, else with --device cuda the GPU's
 // memory shared by the ranks on it, else this host's memory shared by the
-// ranks on it; the run's precision). Other strategies pass through unchanged.
+// ranks on it; the run's precision; on cuda the GPU's peak and its links'
+// ring bandwidth inside a node, or host staging's for ranks sharing a GPU).
+// Other strategies pass through unchanged.
 RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
   if (c.strategy != "auto") return c;
   int world = 1;
@@ -104,8 +110,9 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
     memory_from = "--device-mem";
   }
   const Plan plan = make_plan(w, cluster);
-  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({})\n{}", world, cluster.ranks_per_node,
-       format_bytes(double(cluster.device_memory)), memory_from, format_plan(plan));
+  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({}), {:.3g} GB/s inside a node\n{}", world,
+       cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from, cluster.intra_bw / 1e9,
+       format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;
   RunConfig r = c;

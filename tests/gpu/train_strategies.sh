@@ -178,7 +178,8 @@ fi
 # for 3 MiB per rank) over NCCL, with an aggregate peak of two H100s, also
 # when each rank sees one GPU of its own as its device 0 (srun
 # --gpus-per-task=1: GPUs are told apart by UUID, not by index); --device-mem
-# 3MiB on the shared one runs too, over MPI, against one H100's peak.
+# 3MiB on the shared one runs too, over MPI, against one H100's peak, and
+# plans with host staging's bandwidth inside the node.
 if [ -n "$emulated" ]; then
   h100=(env "GPT_EMULATED_DEVICE_NAME=NVIDIA H100 80GB HBM3" "GPT_EMULATED_DEVICE_MEMORY=$((3 << 20))")
   auto=(--device cuda --strategy auto)
@@ -196,21 +197,27 @@ if [ -n "$emulated" ]; then
     { echo "FAILED: auto_gpu_per_rank"; cat "$work/auto_gpu_per_rank.log"; exit 1; }
   "${h100[@]}" "$mpirun" -np 2 "${train[@]}" "${auto[@]}" --device-mem 3MiB --metrics "$work/auto_gpu_flag.jsonl" \
     > "$work/auto_gpu_flag.log" 2>&1 || { echo "FAILED: auto_gpu_flag"; cat "$work/auto_gpu_flag.log"; exit 1; }
-  grep -qF "3.0 MiB per rank (NVIDIA H100 80GB HBM3: 3.0 MiB; the least of any rank)" "$work/auto_gpu_own.log" &&
-    grep -qF "3.0 MiB per rank (--device-mem)" "$work/auto_gpu_flag.log" ||
-    { echo "FAILED: --strategy auto: the memory per rank"; cat "$work/auto_gpu_own.log" "$work/auto_gpu_flag.log"; exit 1; }
-  "$build/apps/plan" --config "$work/tiny.toml" --n-head 2 --ranks 2 --device cuda --device-mem 3MiB \
-    --json "$work/auto_gpu_plan.json" > /dev/null
-  python3 - "$work/auto_gpu_plan.json" "$work/auto_gpu_own.jsonl" "$work/auto_gpu_per_rank.jsonl" \
-    "$work/auto_gpu_flag.jsonl" <<'PY'
+  # Inside a node an H100's NVLink ring (360 GB/s), or, sharing one, the MPI
+  # communicator's host staging (3 GB/s).
+  grep -qF "3.0 MiB per rank (NVIDIA H100 80GB HBM3: 3.0 MiB; the least of any rank), 360 GB/s inside a node" \
+    "$work/auto_gpu_own.log" &&
+    grep -qF "3.0 MiB per rank (--device-mem), 3 GB/s inside a node" "$work/auto_gpu_flag.log" ||
+    { echo "FAILED: --strategy auto: the memory per rank or the bandwidth"; cat "$work/auto_gpu_own.log" \
+      "$work/auto_gpu_flag.log"; exit 1; }
+  for bw in 360 3; do
+    "$build/apps/plan" --config "$work/tiny.toml" --n-head 2 --ranks 2 --device cuda --device-mem 3MiB \
+      --intra-gbps $bw --json "$work/auto_gpu_plan_$bw.json" > /dev/null
+  done
+  python3 - "$work/auto_gpu_plan_360.json" "$work/auto_gpu_plan_3.json" "$work/auto_gpu_own.jsonl" \
+    "$work/auto_gpu_per_rank.jsonl" "$work/auto_gpu_flag.jsonl" <<'PY'
 import json, sys
-plan = json.load(open(sys.argv[1]))
-best = plan["recommended"]
-for path, gpus, comm in zip(sys.argv[2:], (2, 2, 1), ("nccl", "nccl", "mpi")):
+plans = [json.load(open(path))["recommended"] for path in sys.argv[1:3]]
+for path, gpus, comm, best in zip(sys.argv[3:], (2, 2, 1), ("nccl", "nccl", "mpi"), (plans[0], plans[0], plans[1])):
     header = json.loads(open(path).readline())
     assert header["strategy"] == best, (path, header["strategy"], best)
     assert header["gemm_peak_flops"] == gpus * 989e12, (path, header["gemm_peak_flops"])
     assert header["comm_backend"] == comm, (path, header["comm_backend"], header.get("comm_auto"))
+best = plans[0]
 print(f"strategy auto on cuda: nothing fits 2 ranks sharing a 3 MiB GPU; {best} on two (as plan; also when each "
       "sees its own as device 0), MFU against one H100 per GPU")
 PY

@@ -257,8 +257,30 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("Tesla V100-SXM2-16GB"), 16 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA L40S"), 48 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA A10"), 24 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H200 NVL", true), 835e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H200 NVL"), 141 * GiB);
   EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true), 0);
   EXPECT_EQ(gpu_memory_bytes("emulated CUDA device"), 0);
+}
+
+// A ring inside a node runs at 80% of a GPU's link per direction: NVLink's,
+// or PCIe's for PCIe cards and for an NVLink GPU's PCIe form.
+TEST(GpuTable, RingBandwidthByDeviceName) {
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H100 80GB HBM3"), 360e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("H200"), 360e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GH200 480GB"), 360e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA B200"), 720e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100-SXM4-40GB"), 240e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("Tesla V100-SXM2-16GB"), 120e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H100 PCIe"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H100 NVL"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H200 NVL"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100 80GB PCIe"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100-PCIE-40GB"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L40S"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A10"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("Tesla V100-PCIE-32GB"), 12.8e9);
+  EXPECT_EQ(gpu_ring_bandwidth("emulated CUDA device"), 0);
 }
 
 }  // namespace
