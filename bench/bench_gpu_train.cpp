@@ -152,9 +152,10 @@ nlohmann::json run(const Args& a) {
   GPT_CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
   const double step_s = ms / 1e3 / a.steps;
   const double tok_s = double(a.batch) * a.seq / step_s;
-  const std::string dev = cuda::device_name(0);
+  const cuda::DeviceInfo info = cuda::device_info(0);
+  const std::string& dev = info.name;
   const bool bf16 = a.precision == "bf16";
-  const double peak = gpu_peak_flops(dev, bf16);
+  const double peak = gpu_peak_flops(dev, bf16, info.sms);  // a MIG instance: its share of the GPU's
   const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
   std::string impl = a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute;
   if (a.gemm_autotune > 1) impl += "-autotune";

@@ -32,20 +32,21 @@ namespace {
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
 // PCIe card, whose bridges, where it has them, join pairs, not a node's 8);
 // `pcie_gen`: the card's PCIe generation (x16), the link of its PCIe form.
+// `sms`: the product's multiprocessors, those its peak counts.
 struct GpuRow {
   const char* key;
   double bf16, fp32;
   int memory_gib;
   bool sized_by_name;
-  int nvlink_gbps, pcie_gen;
+  int nvlink_gbps, pcie_gen, sms;
 };
 constexpr GpuRow kGpus[] = {
-    {"H100 PCIe", 756e12, 51e12, 80, false, 0, 5},      {"H100 NVL", 835e12, 60e12, 94, false, 0, 5},
-    {"H200 NVL", 835e12, 60e12, 141, false, 0, 5},      {"GH200 144G", 989e12, 67e12, 144, false, 450, 5},
-    {"GH200", 989e12, 67e12, 96, false, 450, 5},        {"H200", 989e12, 67e12, 141, false, 450, 5},
-    {"B200", 2250e12, 80e12, 180, false, 900, 6},       {"H100", 989e12, 67e12, 80, false, 450, 5},
-    {"A100", 312e12, 19.5e12, 80, true, 300, 4},        {"L40S", 362e12, 91.6e12, 48, false, 0, 4},
-    {"A10", 125e12, 31.2e12, 24, false, 0, 4},          {"V100", 125e12, 15.7e12, 32, true, 150, 3}};
+    {"H100 PCIe", 756e12, 51e12, 80, false, 0, 5, 114},   {"H100 NVL", 835e12, 60e12, 94, false, 0, 5, 132},
+    {"H200 NVL", 835e12, 60e12, 141, false, 0, 5, 132},  {"GH200 144G", 989e12, 67e12, 144, false, 450, 5, 132},
+    {"GH200", 989e12, 67e12, 96, false, 450, 5, 132},     {"H200", 989e12, 67e12, 141, false, 450, 5, 132},
+    {"B200", 2250e12, 80e12, 180, false, 900, 6, 148},    {"H100", 989e12, 67e12, 80, false, 450, 5, 132},
+    {"A100", 312e12, 19.5e12, 80, true, 300, 4, 108},     {"L40S", 362e12, 91.6e12, 48, false, 0, 4, 142},
+    {"A10", 125e12, 31.2e12, 24, false, 0, 4, 72},        {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80}};
 const GpuRow* find_gpu(const std::string& name) {
   for (const GpuRow& row : kGpus)
     if (name.find(row.key) != std::string::npos) return &row;
@@ -53,9 +54,11 @@ const GpuRow* find_gpu(const std::string& name) {
 }
 }  // namespace
 
-double gpu_peak_flops(const std::string& name, bool bf16) {
+double gpu_peak_flops(const std::string& name, bool bf16, int sms) {
   const GpuRow* row = find_gpu(name);
-  return row ? (bf16 ? row->bf16 : row->fp32) : 0;
+  if (!row) return 0;
+  const double peak = bf16 ? row->bf16 : row->fp32;
+  return sms > 0 && sms < row->sms ? peak * sms / row->sms : peak;
 }
 
 int64_t gpu_memory_bytes(const std::string& name) {

@@ -79,6 +79,7 @@ struct RankGpu {
   int device = 0;  // the CUDA device index in this process
   std::string name, uuid;
   int64_t memory = 0;  // bytes, the whole device's
+  int sms = 0;         // its multiprocessors (a MIG instance has a share of its GPU's)
   int ranks = 1;       // the node's ranks using it, this one included
 };
 std::optional<RankGpu> rank_gpu(MPI_Comm base);

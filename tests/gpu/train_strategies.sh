@@ -221,6 +221,17 @@ best = plans[0]
 print(f"strategy auto on cuda: nothing fits 2 ranks sharing a 3 MiB GPU; {best} on two (as plan; also when each "
       "sees its own as device 0), MFU against one H100 per GPU")
 PY
+  # A MIG instance, here 66 of an H100's 132 multiprocessors: MFU against
+  # that share of the GPU's peak (the planner's peak per rank is the same
+  # number, gpu_peak_flops with the device's multiprocessors).
+  "${h100[@]}" GPT_EMULATED_DEVICE_SMS=66 "$mpirun" -np 1 "${train[@]}" --device cuda --metrics "$work/mig.jsonl" \
+    > "$work/mig.log" 2>&1 || { echo "FAILED: mig"; cat "$work/mig.log"; exit 1; }
+  python3 - "$work/mig.jsonl" <<'PY'
+import json, sys
+header = json.loads(open(sys.argv[1]).readline())
+assert header["gemm_peak_flops"] == 989e12 * 66 / 132, header["gemm_peak_flops"]
+print("a MIG instance with half an H100's multiprocessors: MFU against half its peak")
+PY
 fi
 # Hybrid 2x2 on NCCL: the shard groups' reduce-scatters and the replica
 # groups' all-reduces on two communicators' streams (2 ranks have only one

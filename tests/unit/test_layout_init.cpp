@@ -263,6 +263,20 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("emulated CUDA device"), 0);
 }
 
+// A MIG instance's peak is its share of its GPU's multiprocessors; a count
+// not below the product's (or none) is the whole GPU.
+TEST(GpuTable, PeakScalesWithTheMultiprocessors) {
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", true, 66), 989e12 / 2);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", false, 33), 67e12 / 4);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", true, 132), 989e12);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", true, 0), 989e12);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3", true, 264), 989e12);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 PCIe", true, 57), 756e12 / 2);  // 114 SMs
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA A100-SXM4-40GB", true, 54), 312e12 / 2);  // 108 SMs
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA B200", true, 74), 2250e12 / 2);  // 148 SMs
+  EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true, 66), 0);
+}
+
 // A ring inside a node runs at 80% of a GPU's link per direction: NVLink's,
 // or PCIe's for PCIe cards and for an NVLink GPU's PCIe form.
 TEST(GpuTable, RingBandwidthByDeviceName) {

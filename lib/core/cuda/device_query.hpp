@@ -20,6 +20,8 @@ struct DeviceInfo {
   // 32 hex digits: the same physical GPU has the same one in every
   // process, whatever CUDA_VISIBLE_DEVICES numbers it there.
   std::string uuid;
+  // cudaDeviceProp::multiProcessorCount: a MIG instance's share of its GPU.
+  int sms = 0;
 };
 DeviceInfo device_info(int i);
 

@@ -242,6 +242,7 @@ std::optional<RankGpu> rank_gpu(MPI_Comm base) {
     g.name = info.name;
     g.uuid = info.uuid;
     g.memory = info.memory;
+    g.sms = info.sms;
   }
   g.ranks = ranks_on_node_with(base, g.uuid);  // every rank takes part, with a GPU or without
   if (gpus <= 0) return std::nullopt;

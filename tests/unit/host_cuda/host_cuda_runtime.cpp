@@ -88,10 +88,11 @@ cudaError_t cudaGetLastError() {
 // node use NCCL, one per device), each "emulated CUDA device" of compute
 // capability 9.0 (so the tensor-core paths run) with the H100's shared
 // memory per block, all sharing the host's memory. What the devices report
-// as their name and memory (totalGlobalMem) may be set for tests of what is
-// derived from them (the planner's memory and peak per rank):
-// GPT_EMULATED_DEVICE_NAME, and GPT_EMULATED_DEVICE_MEMORY in bytes (only
-// reported: host_cuda::set_device_memory is what caps allocations); and
+// as their name, memory (totalGlobalMem) and multiprocessors may be set for
+// tests of what is derived from them (the planner's memory and peak per
+// rank, MFU's peak): GPT_EMULATED_DEVICE_NAME, GPT_EMULATED_DEVICE_MEMORY in
+// bytes (only reported: host_cuda::set_device_memory is what caps
+// allocations) and GPT_EMULATED_DEVICE_SMS (default 132, an H100's); and
 // which physical GPU a device is (its UUID): GPT_EMULATED_GPU_PER_RANK.
 namespace {
 int device_count() {
@@ -139,6 +140,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
   prop->major = 9;
   prop->minor = 0;
+  const char* sms = std::getenv("GPT_EMULATED_DEVICE_SMS");
+  prop->multiProcessorCount = sms && std::atoi(sms) > 0 ? std::atoi(sms) : 132;
   {
     std::lock_guard lk(g_mu);
     prop->totalGlobalMem = reported_memory(g_capacity);
