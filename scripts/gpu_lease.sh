@@ -49,6 +49,8 @@ step() {
 trap 'kill $packer 2>/dev/null; pack' EXIT
 note "gpu_lease: ${GPT_GIT_REVISION:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null)} budget ${budget} s"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$final/summary.txt"
+# The GPUs and MIG instances this machine shows (a MIG instance: MFU against its share of the GPU).
+nvidia-smi -L | tee -a "$final/summary.txt"
 export OUT="$logs"
 full=""
 if wants full; then
