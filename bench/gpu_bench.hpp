@@ -84,7 +84,7 @@ inline double time_ms(const std::function<void()>& run, int iters, cudaStream_t 
 inline int run_on_gpu(const std::function<nlohmann::json()>& bench) {
   try {
     if (cuda::device_count() == 0) {
-      std::fprintf(stderr, "error: no CUDA device on this machine\n");
+      std::fprintf(stderr, "error: %s\n", cuda::no_device_reason().c_str());
       return 2;
     }
     std::printf("%s\n", bench().dump().c_str());

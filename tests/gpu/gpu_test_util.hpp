@@ -19,7 +19,7 @@ namespace gpt::cuda::test {
 // SKIP_REGULAR_EXPRESSION matches gtest's "[  SKIPPED ]"), never as passed.
 #define GPT_REQUIRE_GPU()                                                                 \
   do {                                                                                    \
-    if (::gpt::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine"; \
+    if (::gpt::cuda::device_count() == 0) GTEST_SKIP() << ::gpt::cuda::no_device_reason(); \
   } while (0)
 
 // A device array of n elements of T with `guard` sentinel elements on each

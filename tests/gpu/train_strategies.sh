@@ -169,6 +169,22 @@ PY
   grep -q "^error: 2 ranks on this node use the same GPU (emulated CUDA device, device 0 here): launch one rank" \
     <<<"$out" || { echo "FAILED: --comm nccl on a shared GPU: no error line"; echo "$out"; exit 1; }
 fi
+# No GPU, or a driver older than the CUDA runtime: one line that begins
+# "no CUDA device" (what the skip above looks for) and says which, from
+# every rank's run (the ranks stop together).
+if [ -n "$emulated" ]; then
+  cases=("GPT_EMULATED_DEVICES=0|(cudaErrorNoDevice: no CUDA-capable device is detected; check CUDA_VISIBLE_DEVICES)"
+         "GPT_EMULATED_DRIVER_VERSION=12040|; the NVIDIA driver supports CUDA 12.4, older than this build's CUDA"
+         "GPT_EMULATED_DRIVER_VERSION=0|(cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA"
+         "GPT_EMULATED_DRIVER_VERSION=0|; no NVIDIA driver found here for this build's CUDA runtime ")
+  for case in "${cases[@]}"; do
+    if out="$(env "${case%%|*}" "$mpirun" -np 2 "${train[@]}" --device cuda 2>&1)"; then
+      echo "FAILED: ${case%%|*}: the run did not stop"; echo "$out"; exit 1
+    fi
+    grep "^error: no CUDA device is visible on this node (" <<<"$out" | grep -qF "${case#*|}" ||
+      { echo "FAILED: ${case%%|*}: no error line with: ${case#*|}"; echo "$out"; exit 1; }
+  done
+fi
 # --strategy auto on cuda plans with the memory of the GPU each rank uses,
 # shared by the ranks on it (the least of any rank), and MFU's peak is the
 # GPU's, shared alike. Emulated GPUs that report 3 MiB and an H100's name:

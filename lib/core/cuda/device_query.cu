@@ -15,6 +15,25 @@ int device_count() {
   return n;
 }
 
+std::string no_device_reason() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  cudaGetLastError();
+  const std::string what = std::string("no CUDA device is visible on this node (") + cudaGetErrorName(err) + ": " +
+                           cudaGetErrorString(err);
+  if (err == cudaErrorInsufficientDriver) {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);  // 0 without a driver
+    cudaRuntimeGetVersion(&runtime);
+    const auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    return what + "; " +
+           (driver > 0 ? "the NVIDIA driver supports CUDA " + version(driver) + ", older than"
+                       : std::string("no NVIDIA driver found here for")) +
+           " this build's CUDA runtime " + version(runtime) + ")";
+  }
+  return what + "; check CUDA_VISIBLE_DEVICES)";
+}
+
 namespace {
 cudaDeviceProp properties(int i) {
   cudaDeviceProp prop{};

@@ -9,6 +9,10 @@ namespace gpt::cuda {
 
 // Number of visible CUDA devices; 0 when the driver finds none (no throw).
 int device_count();
+// Why device_count() is 0, in one line that begins "no CUDA device" and
+// names CUDA's error: none visible (CUDA_VISIBLE_DEVICES), or no NVIDIA
+// driver, or one older than this build's CUDA runtime (versions given).
+std::string no_device_reason();
 // Marketing name of device i, e.g. "NVIDIA H100 80GB HBM3".
 std::string device_name(int i);
 // What the trainer needs of device i, from one property query.

@@ -224,7 +224,7 @@ class CudaBackend final : public DeviceBackend {
 
 std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>& gpu, bool allow_sharing,
                                                    DType param_dtype, MemoryTracker* tracker) {
-  if (!gpu) throw ConfigError("no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES)");
+  if (!gpu) throw ConfigError(cuda::no_device_reason());
   if (gpu->ranks > 1 && !allow_sharing)
     throw ConfigError(fmt::format("{} ranks on this node use the same GPU ({}, device {} here): launch one rank per "
                                   "GPU, or allow sharing (several ranks per GPU, MPI communicator)",

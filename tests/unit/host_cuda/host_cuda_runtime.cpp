@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -85,7 +86,7 @@ cudaError_t cudaGetLastError() {
 }
 
 // GPT_EMULATED_DEVICES devices (default 1: more lets several ranks of a
-// node use NCCL, one per device), each "emulated CUDA device" of compute
+// node use NCCL, one per device; 0 none, as on a machine without a GPU), each "emulated CUDA device" of compute
 // capability 9.0 (so the tensor-core paths run) with the H100's shared
 // memory per block, all sharing the host's memory. What the devices report
 // as their name, memory (totalGlobalMem) and multiprocessors may be set for
@@ -98,9 +99,16 @@ namespace {
 int device_count() {
   static const int n = [] {
     const char* v = std::getenv("GPT_EMULATED_DEVICES");
-    return v && std::atoi(v) > 0 ? std::atoi(v) : 1;
+    return v && *v ? std::max(0, std::atoi(v)) : 1;
   }();
   return n;
+}
+// The driver's CUDA version (cudaDriverGetVersion): GPT_EMULATED_DRIVER_VERSION,
+// e.g. 12040 (0: no driver), else this runtime's. One older than the runtime
+// makes cudaGetDeviceCount fail as CUDA's does.
+int driver_version() {
+  const char* v = std::getenv("GPT_EMULATED_DRIVER_VERSION");
+  return v && *v ? std::atoi(v) : CUDART_VERSION;
 }
 const char* device_name() {
   const char* v = std::getenv("GPT_EMULATED_DEVICE_NAME");
@@ -115,7 +123,18 @@ thread_local int g_device = 0;
 bool valid_device(int d) { return d >= 0 && d < device_count(); }
 }  // namespace
 cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 0;
+  if (driver_version() < CUDART_VERSION) return g_last = cudaErrorInsufficientDriver;
+  if (device_count() == 0) return g_last = cudaErrorNoDevice;
   *n = device_count();
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = driver_version();
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* d) {
@@ -200,6 +219,17 @@ const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     default: return "host CUDA runtime error";
+  }
+}
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    default: return "cudaErrorUnknown";
   }
 }
