@@ -26,7 +26,7 @@ namespace gpt {
 
 namespace {
 // Most specific first: "H100 PCIe" must not match the SXM row, nor "GH200"
-// the H200's. A GB200's GPU takes the B200's row (its 1200 W peak is 2500).
+// the H200's, nor an L40S or L40 the L4's. A GB200's GPU takes the B200's row (its 1200 W peak is 2500).
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -46,7 +46,8 @@ constexpr GpuRow kGpus[] = {
     {"GH200", 989e12, 67e12, 96, false, 450, 5, 132},     {"H200", 989e12, 67e12, 141, false, 450, 5, 132},
     {"B200", 2250e12, 80e12, 180, false, 900, 6, 148},    {"H100", 989e12, 67e12, 80, false, 450, 5, 132},
     {"A100", 312e12, 19.5e12, 80, true, 300, 4, 108},     {"L40S", 362e12, 91.6e12, 48, false, 0, 4, 142},
-    {"A10", 125e12, 31.2e12, 24, false, 0, 4, 72},        {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80}};
+    {"L40", 181e12, 90.5e12, 48, false, 0, 4, 142},       {"A10", 125e12, 31.2e12, 24, false, 0, 4, 72},
+    {"L4", 121e12, 30.3e12, 24, false, 0, 4, 58},         {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80}};
 const GpuRow* find_gpu(const std::string& name) {
   for (const GpuRow& row : kGpus)
     if (name.find(row.key) != std::string::npos) return &row;
@@ -67,6 +68,12 @@ int64_t gpu_memory_bytes(const std::string& name) {
   std::smatch m;
   const bool stated = row->sized_by_name && std::regex_search(name, m, std::regex("([0-9]+)GB"));
   return int64_t(stated ? std::stoi(m[1]) : row->memory_gib) << 30;
+}
+
+std::string gpu_names() {
+  std::string out;
+  for (const GpuRow& row : kGpus) out += (out.empty() ? "" : ", ") + std::string(row.key);
+  return out;
 }
 
 double gpu_ring_bandwidth(const std::string& name) {

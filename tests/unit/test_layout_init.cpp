@@ -257,6 +257,10 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("Tesla V100-SXM2-16GB"), 16 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA L40S"), 48 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA A10"), 24 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA L40S", true), 362e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA L40", true), 181e12);  // not the L4's
+  EXPECT_EQ(gpu_peak_flops("NVIDIA L4", true), 121e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA L4"), 24 * GiB);
   EXPECT_EQ(gpu_peak_flops("NVIDIA H200 NVL", true), 835e12);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA H200 NVL"), 141 * GiB);
   EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true), 0);
@@ -293,6 +297,7 @@ TEST(GpuTable, RingBandwidthByDeviceName) {
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100-PCIE-40GB"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L40S"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A10"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L4"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("Tesla V100-PCIE-32GB"), 12.8e9);
   EXPECT_EQ(gpu_ring_bandwidth("emulated CUDA device"), 0);
 }
