@@ -26,7 +26,8 @@ namespace gpt {
 
 namespace {
 // Most specific first: "H100 PCIe" must not match the SXM row, nor "GH200"
-// the H200's, nor an L40S or L40 the L4's. A GB200's GPU takes the B200's row (its 1200 W peak is 2500).
+// the H200's, nor an L40S or L40 the L4's. A GB200's GPU takes the B200's
+// row (its 1200 W peak is 2500).
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a

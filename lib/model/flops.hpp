@@ -40,8 +40,7 @@ namespace gpt {
 //   H100 SXM / H200 / GH200: 989 TF bf16, 67 TF fp32; H100 PCIe: 756 / 51;
 //   H100 NVL, H200 NVL: 835 / 60; B200 (HGX, 1000 W): 2250 / 80;
 //   A100: 312 / 19.5; L40S: 362 / 91.6; L40: 181 / 90.5; A10: 125 / 31.2;
-//   L4: 121 / 30.3;
-//   V100: 125 (fp16) / 15.7.
+//   L4: 121 / 30.3; V100: 125 (fp16) / 15.7.
 // `sms`, where given, is the device's multiprocessor count
 // (cudaDeviceProp::multiProcessorCount): a MIG instance has a share of its
 // GPU's (an H100 SXM has 132), and its peak is the same share of the GPU's;
@@ -49,7 +48,8 @@ namespace gpt {
 double gpu_peak_flops(const std::string& device_name, bool bf16, int sms = 0);
 // A GPU's memory by its name, for `plan --gpu NAME`: its model's (H100,
 // H100 PCIe: 80; H100 NVL: 94; GH200: 96, or 144 for "GH200 144G"; H200,
-// H200 NVL: 141; B200: 180, the HGX's 1.44 TB over 8; L40S, L40: 48; A10, L4: 24),
+// H200 NVL: 141; B200: 180, the HGX's 1.44 TB over 8; L40S, L40: 48; A10,
+// L4: 24),
 // or for an A100 or V100 the size its name states (A100-SXM4-40GB: 40;
 // without one 80 and 32), counted in GiB as the planner's 80 GiB default
 // is (an H100 80GB reports 79.2 GiB). 0 when the name is unknown.
