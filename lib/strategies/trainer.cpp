@@ -73,10 +73,10 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
                              ClusterSpec* cluster) {
   double least[3] = {0, 0, 0};  // bytes, FLOP/s per rank, intra-node bytes/s; 0: no GPU
   if (gpu) {
-    const double peak = gpu_peak_flops(gpu->name, c.precision == Precision::kBf16, gpu->sms);
+    const double peak = gpu->peak_flops(c.precision == Precision::kBf16);
     const double ring = gpu_ring_bandwidth(gpu->name);
     least[0] = double(gpu->memory / gpu->ranks);
-    least[1] = (peak > 0 ? peak : cluster->peak_flops) / gpu->ranks;
+    least[1] = peak > 0 ? peak : cluster->peak_flops / gpu->ranks;
     // Ranks sharing a GPU talk through the MPI communicator's host staging.
     least[2] = gpu->ranks > 1 ? ClusterSpec::kHostIntraBw : ring > 0 ? ring : cluster->intra_bw;
   }
@@ -292,8 +292,8 @@ struct Trainer::Impl {
       // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
       // or a MIG instance's share of it, shared by the ranks on it (tests
       // run several on one GPU).
-      gemm_peak = gpu_peak_flops(backend->device_name(), param_dtype == DType::kBF16, gpu ? gpu->sms : 0) /
-                  (gpu ? gpu->ranks : 1);
+      const bool bf16 = param_dtype == DType::kBF16;
+      gemm_peak = gpu ? gpu->peak_flops(bf16) : gpu_peak_flops(backend->device_name(), bf16);
       if (gemm_peak == 0) log0("warning: no peak FLOP/s known for '{}': MFU is reported as 0", backend->device_name());
     } else {
       gemm_peak = cpu::measure_gemm_peak();

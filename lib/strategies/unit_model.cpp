@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "model/flops.hpp"
 
 namespace gpt {
 namespace {
@@ -60,6 +61,8 @@ class HostModel final : public UnitModel {
 std::unique_ptr<UnitModel> make_host_model(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tracker) {
   return std::make_unique<HostModel>(layout, opt, tracker);
 }
+
+double RankGpu::peak_flops(bool bf16) const { return gpu_peak_flops(name, bf16, sms) / ranks; }
 
 #ifndef GPT_HAVE_CUDA
 std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>&, bool, DType, MemoryTracker*) {

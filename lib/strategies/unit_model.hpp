@@ -81,6 +81,10 @@ struct RankGpu {
   int64_t memory = 0;  // bytes, the whole device's
   int sms = 0;         // its multiprocessors (a MIG instance has a share of its GPU's)
   int ranks = 1;       // the node's ranks using it, this one included
+  // This rank's share of the GPU's dense peak (model/flops.hpp: by name, a
+  // MIG instance's share of its GPU's), at bf16 or fp32; 0 when the name is
+  // unknown. What MFU divides by and what --strategy auto plans with.
+  double peak_flops(bool bf16) const;
 };
 std::optional<RankGpu> rank_gpu(MPI_Comm base);
 // Throws ConfigError when there is no GPU, or when ranks share it and
