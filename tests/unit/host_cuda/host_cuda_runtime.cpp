@@ -13,9 +13,9 @@
 #include "api_log.hpp"
 #include "host_streams.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -86,8 +86,8 @@ cudaError_t cudaGetLastError() {
 }
 
 // GPT_EMULATED_DEVICES devices (default 1: more lets several ranks of a
-// node use NCCL, one per device; 0 none, as on a machine without a GPU), each "emulated CUDA device" of compute
-// capability 9.0 (so the tensor-core paths run) with the H100's shared
+// node use NCCL, one per device; 0 none, as on a machine without a GPU),
+// each "emulated CUDA device" of compute capability 9.0 (so the tensor-core paths run) with the H100's shared
 // memory per block, all sharing the host's memory. What the devices report
 // as their name, memory (totalGlobalMem) and multiprocessors may be set for
 // tests of what is derived from them (the planner's memory and peak per
@@ -96,20 +96,19 @@ cudaError_t cudaGetLastError() {
 // allocations) and GPT_EMULATED_DEVICE_SMS (default 132, an H100's); and
 // which physical GPU a device is (its UUID): GPT_EMULATED_GPU_PER_RANK.
 namespace {
+// An integer environment variable, or `fallback` where it is unset or empty.
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
 int device_count() {
-  static const int n = [] {
-    const char* v = std::getenv("GPT_EMULATED_DEVICES");
-    return v && *v ? std::max(0, std::atoi(v)) : 1;
-  }();
+  static const int n = std::max(0, env_int("GPT_EMULATED_DEVICES", 1));
   return n;
 }
 // The driver's CUDA version (cudaDriverGetVersion): GPT_EMULATED_DRIVER_VERSION,
 // e.g. 12040 (0: no driver), else this runtime's. One older than the runtime
 // makes cudaGetDeviceCount fail as CUDA's does.
-int driver_version() {
-  const char* v = std::getenv("GPT_EMULATED_DRIVER_VERSION");
-  return v && *v ? std::atoi(v) : CUDART_VERSION;
-}
+int driver_version() { return env_int("GPT_EMULATED_DRIVER_VERSION", CUDART_VERSION); }
 const char* device_name() {
   const char* v = std::getenv("GPT_EMULATED_DEVICE_NAME");
   return v && *v ? v : "emulated CUDA device";
@@ -153,14 +152,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   // Each device its own UUID; with GPT_EMULATED_GPU_PER_RANK=1 each rank's
   // device 0 is another physical GPU (the node-local rank in the UUID), as
   // under srun --gpus-per-task=1, where every rank sees one GPU of its own.
-  const char* per_rank = std::getenv("GPT_EMULATED_GPU_PER_RANK");
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const int physical = d + (per_rank && std::atoi(per_rank) == 1 && local ? 1000 * (1 + std::atoi(local)) : 0);
+  const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
+  const int physical = d + (env_int("GPT_EMULATED_GPU_PER_RANK", 0) == 1 && local >= 0 ? 1000 * (1 + local) : 0);
   std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
   prop->major = 9;
   prop->minor = 0;
-  const char* sms = std::getenv("GPT_EMULATED_DEVICE_SMS");
-  prop->multiProcessorCount = sms && std::atoi(sms) > 0 ? std::atoi(sms) : 132;
+  const int sms = env_int("GPT_EMULATED_DEVICE_SMS", 132);
+  prop->multiProcessorCount = sms > 0 ? sms : 132;
   {
     std::lock_guard lk(g_mu);
     prop->totalGlobalMem = reported_memory(g_capacity);
