@@ -19,11 +19,6 @@
 
 namespace gpt {
 namespace fs = std::filesystem;
-namespace {
-
-constexpr const char* kFormat = "gpt_hpc-checkpoint";
-
-}  // namespace
 
 std::vector<int64_t> stored_shape(const TensorSpec& t) {
   std::vector<int64_t> shape = t.shape;
@@ -129,7 +124,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
       test_write_delay();
     });
   }
-  h5::set_attr(f.get(), "format", std::string(kFormat));
+  h5::set_attr(f.get(), "format", std::string(kCheckpointFormat));
   h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
   h5::set_attr(f.get(), "step", meta.step);
   h5::set_attr(f.get(), "optimizer_updates", meta.optimizer_updates);
@@ -195,7 +190,7 @@ std::string not_a_checkpoint(const std::string& path) {
 }
 
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
-                               const std::vector<UnitSlice>& slices) {
+                               const std::vector<UnitSlice>& slices, CheckpointPart part) {
   if (const std::string why = not_a_checkpoint(path); !why.empty()) throw DataError(fmt::format("{}: {}", path, why));
   if (!fs::exists(fs::path(path) / "COMPLETE"))
     throw DataError(fmt::format("{}: not a complete checkpoint (no COMPLETE marker)", path));
@@ -203,7 +198,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
   CheckpointMeta meta;
   try {
     h5::Id f = h5::open_file(file, comm);
-    if (!h5::has_attr(f.get(), "format") || h5::attr_string(f.get(), "format") != kFormat)
+    if (!h5::has_attr(f.get(), "format") || h5::attr_string(f.get(), "format") != kCheckpointFormat)
       throw DataError(fmt::format("{}: not a gpt_hpc checkpoint", file));
     const int64_t version = h5::attr_int(f.get(), "format_version");
     if (version != kCheckpointFormatVersion)
@@ -238,7 +233,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
     for (size_t ui = 0; ui < layout.num_units(); ++ui) {
       const UnitSlice& s = slices[ui];
       for_each_piece(layout.unit(ui), s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
-        for (int g = 0; g < 3; ++g) {
+        for (int g = 0; g < (part == CheckpointPart::kAll ? 3 : 1); ++g) {
           const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
           h5::Id d = h5::open_dataset(f.get(), ds);
           if (h5::shape_of(d.get()) != stored_shape(t))
@@ -253,7 +248,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
       });
     }
   } catch (const h5::H5Error& e) {
-    throw DataError(fmt::format("{}: {}", file, e.what()));
+    throw DataError(h5::in_file(file, e.what()));
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: damaged metadata: {}", file, e.what()));
   }

@@ -37,6 +37,7 @@
 namespace gpt {
 
 inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointFormat = "gpt_hpc-checkpoint";  // state.h5's root attribute "format"
 
 // The state groups of state.h5, in UnitSlice::state order.
 inline constexpr const char* kStateGroups[3] = {"params", "exp_avg", "exp_avg_sq"};
@@ -76,12 +77,16 @@ struct CheckpointMeta {
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
                             const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last);
 
+// What load_checkpoint reads: the whole state (a resume), or the parameters
+// only (--init-from a checkpoint: the moments in the slices are not touched).
+enum class CheckpointPart { kAll, kParams };
+
 // Collective over comm. Reads each rank's slices from the checkpoint at
 // `path`, verifies checksums, and returns its metadata. Throws DataError
 // naming the file for a missing/damaged checkpoint, a model or format
 // mismatch, or a checksum failure.
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
-                               const std::vector<UnitSlice>& slices);
+                               const std::vector<UnitSlice>& slices, CheckpointPart part = CheckpointPart::kAll);
 
 // Order-free checksum of elements [lo, lo + n) of a tensor (v points at
 // element lo): partial sums of disjoint ranges add up to the whole tensor's.

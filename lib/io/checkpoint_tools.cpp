@@ -23,11 +23,6 @@ void require_checkpoint(const std::string& dir) {
   if (const std::string why = not_a_checkpoint(dir); !why.empty()) throw DataError(fmt::format("{}: {}", dir, why));
 }
 
-// HDF5's messages from opening the file already name it.
-std::string in_file(const std::string& file, const std::string& message) {
-  return message.rfind(file, 0) == 0 ? message : fmt::format("{}: {}", file, message);
-}
-
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -92,11 +87,11 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
             if (tensor_checksum(v.data(), 0, int64_t(v.size())) != h5::attr_uint(d.get(), "checksum"))
               problems.push_back(fmt::format("{}: checksum mismatch in {}", state_file(dir), name));
           } catch (const h5::H5Error& e) {
-            problems.push_back(in_file(state_file(dir), e.what()));
+            problems.push_back(h5::in_file(state_file(dir), e.what()));
           }
         }
   } catch (const std::exception& e) {
-    problems.push_back(in_file(state_file(dir), e.what()));
+    problems.push_back(h5::in_file(state_file(dir), e.what()));
   }
   return problems;
 }

@@ -101,6 +101,10 @@ void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, 
 
 }  // namespace
 
+std::string in_file(const std::string& file, const std::string& message) {
+  return message.rfind(file, 0) == 0 ? message : fmt::format("{}: {}", file, message);
+}
+
 Id& Id::operator=(Id&& o) noexcept {
   if (this != &o) {
     reset();

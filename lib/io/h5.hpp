@@ -19,6 +19,10 @@ class H5Error : public Error {
   using Error::Error;
 };
 
+// `message` prefixed with "file: ", unless it already begins with the file
+// (the errors of create_file and open_file name it).
+std::string in_file(const std::string& file, const std::string& message);
+
 // Owns one HDF5 identifier and closes it with the right H5*close.
 class Id {
  public:

@@ -277,8 +277,21 @@ void import_safetensors(const std::string& path, const std::vector<std::string>&
 
 }  // namespace
 
-void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
-                   const std::vector<UnitSlice>& slices) {
+std::string import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
+                          const std::vector<UnitSlice>& slices) {
+  namespace fs = std::filesystem;
+  // One of our checkpoints: its parameters, checksummed; its moments, step and
+  // data position are not taken (a new run from its weights; --resume continues it).
+  auto from_checkpoint = [&](const std::string& dir) {
+    const CheckpointMeta meta = load_checkpoint(dir, comm, layout, slices, CheckpointPart::kParams);
+    return fmt::format("the parameters of checkpoint step {}, written by {} on {} rank{}", meta.step, meta.strategy,
+                       meta.world_size, meta.world_size == 1 ? "" : "s");
+  };
+  if (fs::is_directory(file)) {
+    if (fs::exists(fs::path(file) / "state.h5")) return from_checkpoint(file);
+    // The --ckpt-dir rather than one of its checkpoints: not_a_checkpoint names the newest.
+    if (!latest_checkpoint(file).empty()) throw DataError(fmt::format("{}: {}", file, not_a_checkpoint(file)));
+  }
   if (is_llmc(file)) {
     Mapped m(file);
     llmc_header(file, m, layout);
@@ -292,20 +305,24 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
         if (lo < hi) std::memcpy(s.state[0] + (lo - s.begin), params + off[u][k] + (lo - ts[k].offset), 4 * (hi - lo));
       }
     }
-    return;
+    return "an llm.c model file";
   }
   if (const auto st = safetensors_files(file); !st.empty()) {
     import_safetensors(file, st, layout, slices);
-    return;
+    return st.size() == 1 ? "a safetensors file" : fmt::format("a safetensors model in {} files", st.size());
   }
   // None of the three: say what was expected (HDF5's own error would only
   // say that it could not open the file).
   if (!h5::is_hdf5(file))  // is_llmc has opened it
     throw DataError(fmt::format("{}: neither an llm.c model file (magic {}), a safetensors file (a Hugging Face "
-                                "GPT-2) nor an HDF5 export (ckpt_tool export)",
+                                "GPT-2), a checkpoint nor an HDF5 export (ckpt_tool export)",
                                 file, kLlmcMagic));
   try {
     h5::Id f = h5::open_file(file, comm);
+    if (h5::has_attr(f.get(), "format") && h5::attr_string(f.get(), "format") == kCheckpointFormat) {
+      f.close();  // a checkpoint's state.h5: read as its directory (which has to be complete)
+      return from_checkpoint(fs::path(file).parent_path().string());
+    }
     check_model(file, layout.config(), model_from_json(nlohmann::json::parse(h5::attr_string(f.get(), "model"))));
     for (size_t u = 0; u < layout.num_units(); ++u) {
       const UnitSlice& s = slices[u];
@@ -318,10 +335,11 @@ void import_params(const std::string& file, MPI_Comm comm, const ParamLayout& la
       }
     }
   } catch (const h5::H5Error& e) {
-    throw DataError(fmt::format("{}: {}", file, e.what()));
+    throw DataError(h5::in_file(file, e.what()));
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: no readable 'model' attribute: {}", file, e.what()));
   }
+  return "an HDF5 export";
 }
 
 void llmc_to_hdf5(const std::string& bin, const std::string& out) {

@@ -156,8 +156,10 @@ std::vector<Key> keys() {
        "fraction of the steps after the warm-up that the decay spans, at the end; before it the LR stays at lr "
        "(1: decay from the end of the warm-up; e.g. 0.2: warmup-stable-decay)",
        false, [](C& c, P& p, S v) {
-         c.lr_decay_ratio = parse_float("lr-decay-ratio", v, 0, 1);
-         if (c.lr_decay_ratio <= 0) throw ConfigError(fmt::format("invalid lr-decay-ratio = {}: must be in (0, 1]", v));
+         const double ratio = parse_number<double>("lr-decay-ratio", v);
+         if (!(ratio > 0 && ratio <= 1))
+           throw ConfigError(fmt::format("invalid lr-decay-ratio = {}: must be in (0, 1]", v));
+         c.lr_decay_ratio = float(ratio);
          p.lr_decay_ratio = true;
        }},
       {"lr-decay-steps",
@@ -195,7 +197,8 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.resume = v; }},
       {"init-from",
        "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors, its directory, or a sharded "
-       "model's model.safetensors.index.json) or an HDF5 export (ignored when resuming)",
+       "model's model.safetensors.index.json), an HDF5 export, or a checkpoint (its parameters only: fresh "
+       "moments, step 0; ignored when resuming)",
        false,
        [](C& c, P&, S v) { c.init_from = v; }},
       {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},

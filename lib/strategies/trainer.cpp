@@ -392,9 +392,9 @@ struct Trainer::Impl {
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
       if (!cfg.init_from.empty()) {
         StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
-        import_params(cfg.init_from, base, layout, owned_slices());
+        const std::string what = import_params(cfg.init_from, base, layout, owned_slices());
         strategy->after_load();
-        log0("initialised from {}", cfg.init_from);
+        log0("initialised from {}: {}", cfg.init_from, what);
       }
       return 0;
     }
@@ -828,6 +828,9 @@ struct Trainer::Impl {
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
          num_threads(), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
+    if (cfg.warmup > cfg.steps)
+      warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
+            cfg.lr);
     if (!threads_note.empty()) log0("threads: {}", threads_note);
     // Asked for, but switched off by another flag (a config file's value and a command line's, say).
     if (cfg.eval_every > 0 && !val_loader && hellaswag_total == 0)

@@ -607,6 +607,81 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
   }
 }
 
+// --init-from one of our checkpoints (its directory or its state.h5): a new
+// run from its parameters, each rank reading its own shard and checking the
+// checksums. Its moments, step and data position are not taken: the run is
+// the one started from the same parameters exported (ckpt_tool export),
+// loss for loss and bit for bit, which it would not be with the checkpoint's
+// non-zero moments, its step (AdamW's bias correction, the LR schedule) or
+// its data position.
+TEST(Checkpoint, InitFromACheckpointTakesItsParametersOnly) {
+  const std::string dir = fresh_dir("initckpt");
+  RunConfig a = eight_steps("zero3");
+  a.steps = 2;
+  a.ckpt_dir = dir;
+  train(a, MPI_COMM_WORLD);
+  const std::string ckpt = dir + "/step_00000002";
+  if (test::env().rank() == 0) export_hdf5(ckpt, dir + "/model.h5");
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto from = [&](const std::string& init, const std::string& strategy, bool self) {
+    RunConfig b = eight_steps(strategy);
+    b.steps = 3;
+    if (self) b.micro_batch = b.global_batch;
+    b.init_from = init;
+    return train(b, self ? MPI_COMM_SELF : MPI_COMM_WORLD);
+  };
+  for (const auto& [strategy, self] : std::vector<std::pair<std::string, bool>>{
+           {"zero3", false}, {"zero2", false}, {"ddp", true}}) {
+    const RunResult want = from(dir + "/model.h5", strategy, self);
+    for (const std::string init : {ckpt, ckpt + "/state.h5"}) {
+      SCOPED_TRACE(fmt::format("{} {}", init, self ? "ddp on 1 rank" : strategy + " on the world"));
+      const RunResult got = from(init, strategy, self);
+      EXPECT_EQ(got.losses, want.losses);
+      EXPECT_EQ(got.params, want.params);
+    }
+  }
+  auto refused = [&](const std::string& init, const std::string& what) {
+    SCOPED_TRACE(init);
+    RunConfig c = eight_steps("zero3");
+    c.init_from = init;
+    try {
+      Trainer t(c, MPI_COMM_WORLD);
+      t.run();
+      ADD_FAILURE() << "refused: " << what;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  // The directory of checkpoints names its newest; a partial one is not taken.
+  refused(dir, "a directory of checkpoints, not a checkpoint; the newest in it is " + ckpt);
+  const std::string partial = dir + "/.partial-step_00000004";
+  const std::string damaged = dir + "/damaged/step_00000002";
+  if (test::env().rank() == 0) {
+    fs::copy(ckpt, partial, fs::copy_options::recursive);
+    fs::remove(partial + "/COMPLETE");
+    // One flipped bit in a parameter's data.
+    fs::create_directories(damaged);
+    fs::copy(ckpt, damaged, fs::copy_options::recursive);
+    haddr_t at;
+    {
+      h5::Id f = h5::open_file(damaged + "/state.h5", MPI_COMM_NULL);
+      h5::Id d = h5::open_dataset(f.get(), "/params/transformer.h.1.attn.c_proj.weight");
+      at = H5Dget_offset(d.get());
+    }
+    ASSERT_NE(at, HADDR_UNDEF);
+    std::fstream f(damaged + "/state.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(at) + 333);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x04;
+    f.seekp(std::streamoff(at) + 333);
+    f.write(&c, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  refused(partial + "/state.h5", partial + ": not a complete checkpoint (no COMPLETE marker)");
+  refused(damaged, damaged + "/state.h5: checksum mismatch in /params/transformer.h.1.attn.c_proj.weight");
+}
+
 TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
   const std::string dir = fresh_dir("keep");
   RunConfig a = eight_steps("zero3");

@@ -182,7 +182,11 @@ TEST(Schedule, DescribesItselfInLoggedStepNumbers) {
   EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 5, 20, LRDecay::kConstant}.describe()),
             "warm-up over steps 1-5, 0.003 constant");
   EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 0, 20, LRDecay::kLinear, 0.01}.describe()), "0.003 through step 20");
-  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 30, 20}.describe()), "warm-up over steps 1-30, then cosine decay towards 0.0003");
+  // A warm-up as long as the run, or longer: the run never reaches lr.
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 30, 20}.describe()),
+            "warm-up over steps 1-30; the run ends in it, at step 20 with 0.002 of 0.003");
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 20, 20, LRDecay::kConstant}.describe()),
+            "warm-up over steps 1-20; the run ends in it, at step 20 with 0.003 of 0.003");
 }
 
 TEST(Schedule, DecayNamesParseAndUnknownOnesAreErrors) {
