@@ -8,6 +8,7 @@
 // pre-tokeniser would cut anyway, so the ids equal those of tokenising the
 // whole input at once.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -142,6 +143,10 @@ int main(int argc, char** argv) {
     }
     train.finish();
     val.finish();
+    if (train.total() == 0)  // nothing to train on: an error here, not when gpt_train finds no shard
+      throw gpt::DataError(fmt::format("{}: no text to tokenise ({} bytes); no shard written",
+                                       inputs.size() == 1 ? inputs[0] : fmt::format("{} inputs", inputs.size()),
+                                       reader.total_bytes()));
     std::printf("prepare_data: %zu file(s), %llu bytes -> %lld train tokens in %d shard(s), %lld val tokens in %d "
                 "shard(s) under %s\n",
                 inputs.size(), static_cast<unsigned long long>(reader.total_bytes()),

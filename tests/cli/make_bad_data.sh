@@ -15,6 +15,9 @@ printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
 printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
+# No text at all: an empty file, and JSON lines whose texts are empty.
+: > "$out/empty.txt"
+printf '{"text": ""}\n{"text": ""}\n' > "$out/empty_texts.jsonl"
 # HellaSwag examples (--hellaswag): line 2's label is not an ending's index.
 printf '{"ctx": "A man", "endings": ["sat", "ran"], "label": 1}\n{"ctx": "He", "endings": ["a", "b"], "label": 7}\n' \
   > "$out/hellaswag_bad.jsonl"
