@@ -180,7 +180,7 @@ struct Trainer::Impl {
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
-  std::unique_ptr<Tokenizer> tokenizer;  // --sample-tokens > 0 or --hellaswag
+  std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
   // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
   // their endings as rows sorted longest first (a pass pads little), and
   // the passes every rank makes (the most any rank needs: with sharded
@@ -266,7 +266,13 @@ struct Trainer::Impl {
       val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                        rank, world, cfg.seed, false, cfg.gpt.vocab_size});
     }
-    if (cfg.sample_tokens > 0 || !cfg.hellaswag.empty()) tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    // Made even where nothing samples or encodes, so that a --vocab or --merges that cannot be read, or a
+    // tokenizer for another model, is an error now rather than in a later run that samples (or in ckpt_tool's
+    // Hugging Face export, which copies the files).
+    tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+    if (tokenizer->eot() >= cfg.gpt.vocab_size)  // samples would start from a token the model does not have
+      throw ConfigError(fmt::format("invalid tokenizer = '{}': its {} tokens do not fit the model's vocab-size {}",
+                                    cfg.tokenizer, tokenizer->vocab_size(), cfg.gpt.vocab_size));
     if (!cfg.hellaswag.empty()) load_hellaswag();
     if (cfg.sample_tokens > 0) {
       sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};

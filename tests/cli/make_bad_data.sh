@@ -18,6 +18,24 @@ printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
 # No text at all: an empty file, and JSON lines whose texts are empty.
 : > "$out/empty.txt"
 printf '{"text": ""}\n{"text": ""}\n' > "$out/empty_texts.jsonl"
+# A GPT-2-style tokenizer of 258 tokens (the 256 bytes in GPT-2's byte-to-unicode
+# mapping, one merge, <|endoftext|>): more than the tiny model's vocabulary.
+python3 - "$out" <<'PY'
+import json, sys
+keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+chars, n = {}, 0
+for b in range(256):
+    if b in keep:
+        chars[b] = chr(b)
+    else:
+        chars[b] = chr(256 + n)
+        n += 1
+enc = {chars[b]: b for b in range(256)}
+enc["th"] = 256
+enc["<|endoftext|>"] = 257
+json.dump(enc, open(sys.argv[1] + "/encoder258.json", "w"))
+open(sys.argv[1] + "/merges258.bpe", "w").write("#version: 0.2\nt h\n")
+PY
 # HellaSwag examples (--hellaswag): line 2's label is not an ending's index.
 printf '{"ctx": "A man", "endings": ["sat", "ran"], "label": 1}\n{"ctx": "He", "endings": ["a", "b"], "label": 7}\n' \
   > "$out/hellaswag_bad.jsonl"
