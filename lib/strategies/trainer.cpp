@@ -1058,7 +1058,7 @@ struct Trainer::Impl {
                    {"comm_time_s", sum.comm_s_per_step},
                    {"exposed_comm_s", sum.exposed_s_per_step},
                    {"overlap", overlap},
-                   {"final_loss", sum.losses.empty() ? 0.0 : sum.losses.back()},
+                   {"final_loss", sum.losses.empty() ? -1.0 : sum.losses.back()},  // -1: no step trained
                    {"final_val_loss", sum.final_val_loss},
                    {"final_hellaswag_acc", sum.final_hellaswag_acc},
                    {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
@@ -1067,9 +1067,9 @@ struct Trainer::Impl {
     log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
          sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,
          sum.model_state_bytes / 1048576.0);
-    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}{}",
+    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}%{}{}{}",
          sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
-         sum.losses.empty() ? 0.0 : sum.losses.back(),
+         sum.losses.empty() ? " | no step trained" : fmt::format(" | final loss {:.4f}", sum.losses.back()),
          sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "",
          sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
                                            : "");

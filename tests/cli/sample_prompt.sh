@@ -37,6 +37,9 @@ assert t["prompt"] == "ROMEO:" and t["tokens"] == 24 and t["temperature"] == 0 a
 assert t["text"].startswith("ROMEO:") and t["text"] == ev[0]["text"], (t["text"], ev[0]["text"])
 assert t["text"].startswith(sys.argv[3]), (t["text"], sys.argv[3])
 assert t["seconds"] >= 0 and t["comm_bytes"] > 0, t  # zero3 on 2 ranks gathers
+# The run that trains nothing has no final loss (-1, as for validation), not a loss of 0.
+summary = lambda path: [r for r in map(json.loads, open(path)) if r.get("type") == "summary"][-1]
+assert summary(sys.argv[2])["final_loss"] == -1 and summary(sys.argv[1])["final_loss"] > 0, summary(sys.argv[2])
 PY
 tiny_run_ok long 1 --steps 10 --sample-prompt 'ROMEO:' --sample-temperature 0 --sample-tokens 40 \
   --resume "$work/ckpt/step_00000010"
