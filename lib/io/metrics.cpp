@@ -14,7 +14,8 @@ namespace gpt {
 MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;
   const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (std::error_code ec; !parent.empty() && (std::filesystem::create_directories(parent, ec), ec))
+    throw DataError(fmt::format("{}: cannot create the metrics file's directory: {}", path, ec.message()));
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_) throw DataError(fmt::format("{}: cannot create metrics file: {}", path, std::strerror(errno)));
 }
