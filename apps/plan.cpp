@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
   int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
       vocab = 0, n_ctx = 0, sample_tokens = 64;
+  int inter_links = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   bool ckpt = false;
   std::string recompute = "none", config, attention_ds_mib, attention;
@@ -72,7 +73,12 @@ int main(int argc, char** argv) {
   app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
   app.add_option("--intra-gbps", intra_gbps,
                  "GB/s a rank sends in a ring inside a node (default: --gpu's on cuda, 3 on cpu)");
-  app.add_option("--inter-gbps", inter_gbps, "GB/s a rank sends in a ring across nodes");
+  app.add_option("--inter-gbps", inter_gbps,
+                 "GB/s of one link between nodes, per direction (default: 45 on cuda, a 400 Gb/s NIC; 1.2 on cpu)");
+  app.add_option("--inter-links", inter_links,
+                 "links between nodes per node, each --inter-gbps (default: cuda one per GPU, i.e. "
+                 "--ranks-per-node; cpu 1); a ring across nodes gets its ranks' share of them")
+      ->check(CLI::PositiveNumber);
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
     if (!device_mem.empty()) c.device_memory = parse_bytes(device_mem, "device-mem");
     if (intra_gbps > 0) c.intra_bw = intra_gbps * 1e9;
     if (inter_gbps > 0) c.inter_bw = inter_gbps * 1e9;
+    if (inter_links > 0) c.inter_links = inter_links;
     c.assumed_mfu = mfu;
     c.headroom = headroom;
     const Plan p = make_plan(w, c);
@@ -145,9 +152,9 @@ int main(int argc, char** argv) {
                 w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
     std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
-                "%.3g GB/s inside a node, %.3g GB/s across\n\n",
+                "%.3g GB/s inside a node, %d x %.3g GB/s across\n\n",
                 ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
-                100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_bw / 1e9);
+                100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_links, c.inter_bw / 1e9);
     std::fputs(format_plan(p).c_str(), stdout);
     if (!json_out.empty()) {
       std::ofstream f(json_out);

@@ -1,6 +1,7 @@
 #include "strategies/cost_model.hpp"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -90,6 +91,15 @@ double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
     crossing += a / ranks_per_node != b / ranks_per_node;
   }
   return double(crossing) / n;
+}
+
+// The fewest of a group's ranks on any node the group uses (laid out as above).
+int fewest_on_a_node(int first, int stride, int n, int ranks_per_node) {
+  std::map<int, int> on_node;
+  for (int i = 0; i < n; ++i) ++on_node[(first + i * stride) / ranks_per_node];
+  int fewest = n;
+  for (const auto& [node, k] : on_node) fewest = std::min(fewest, k);
+  return fewest;
 }
 
 }  // namespace
@@ -211,6 +221,8 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
   const double fr = crossing_fraction(0, s.S, s.R, p.ranks_per_node);
   c.shard_group_spans_nodes = fs > 0;
   c.replicate_group_spans_nodes = fr > 0;
+  c.shard_group_ranks_per_node = fewest_on_a_node(0, 1, s.S, p.ranks_per_node);
+  c.replicate_group_ranks_per_node = fewest_on_a_node(0, s.S, s.R, p.ranks_per_node);
   c.inter_bytes = int64_t(fs * double(c.shard_bytes) + fr * double(c.replicate_bytes));
   c.intra_bytes = c.bytes - c.inter_bytes;
   return c;

@@ -95,6 +95,9 @@ struct CommCost {
   int64_t after_backward_bytes = 0;  // shard-group bytes that cannot start before backward ends
                                      // (zero1's reduce-scatter, post-step parameter all-gathers, the norm)
   bool shard_group_spans_nodes = false, replicate_group_spans_nodes = false;
+  // The fewest of the group's ranks on one node: a ring across nodes leaves
+  // each node through the inter-node links of the group's ranks there.
+  int shard_group_ranks_per_node = 1, replicate_group_ranks_per_node = 1;
 };
 
 MemoryCost memory_cost(const Workload& w, const Placement& p);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -39,7 +40,8 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     c.device_memory = int64_t(80) << 30;
     c.peak_flops = gpu_peak_flops("H100", true);
     c.intra_bw = gpu_ring_bandwidth("H100");  // 360 GB/s, NVLink 4's ring (nccl-tests, 8x H100 SXM)
-    c.inter_bw = 45e9;   // 400 Gb/s InfiniBand per GPU
+    c.inter_bw = 45e9;   // 400 Gb/s InfiniBand (NDR: 46-48 GB/s measured per NIC)
+    c.inter_links = c.ranks_per_node;  // one NIC per GPU (DGX/HGX H100: 8 x 400 Gb/s)
   } else {
     // The host's memory (or its cgroup's limit, a SLURM job's --mem) split
     // between the ranks on it; a few GFLOP/s per rank; shared-memory MPI
@@ -48,8 +50,15 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     c.peak_flops = 50e9;
     c.intra_bw = kHostIntraBw;
     c.inter_bw = 1.2e9;
+    c.inter_links = 1;  // one 10 GbE NIC per node
   }
   return c;
+}
+
+double ClusterSpec::ring_bw(bool spans_nodes, int ranks_on_a_node) const {
+  if (!spans_nodes) return intra_bw;
+  const double links = double(inter_links) * std::max(1, ranks_on_a_node) / std::max(1, ranks_per_node);
+  return std::min(intra_bw, inter_bw * links);
 }
 
 std::vector<Placement> candidate_placements(int world, int rpn) {
@@ -77,8 +86,8 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   const double tokens_rank = double(w.micro_batch) * T * std::max(1, w.accum);
   r.compute_s = train_flops_per_token(w.model, T) * tokens_rank / (c.peak_flops * c.assumed_mfu) *
                 (w.activation_checkpointing ? 4.0 / 3.0 : 1.0);
-  const auto bw = [&](bool spans) { return spans ? c.inter_bw : c.intra_bw; };
-  const double shard_bw = bw(r.comm.shard_group_spans_nodes), rep_bw = bw(r.comm.replicate_group_spans_nodes);
+  const double shard_bw = c.ring_bw(r.comm.shard_group_spans_nodes, r.comm.shard_group_ranks_per_node);
+  const double rep_bw = c.ring_bw(r.comm.replicate_group_spans_nodes, r.comm.replicate_group_ranks_per_node);
   const double serial = double(r.comm.after_backward_bytes) / shard_bw;
   const double overlappable =
       double(r.comm.shard_bytes - r.comm.after_backward_bytes) / shard_bw + double(r.comm.replicate_bytes) / rep_bw;
@@ -99,7 +108,8 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
   plan.cluster = c;
   for (const Placement& p : candidate_placements(c.world, c.ranks_per_node)) plan.rows.push_back(evaluate(w, c, p));
   // Fastest that fits; within 1% of each other (comm fully hidden), the one
-  // that moves fewer bytes, then the one that needs less memory.
+  // that moves fewer bytes across nodes (the scarcer links, shared with other
+  // jobs), then fewer bytes, then the one that needs less memory.
   for (int i = 0; i < int(plan.rows.size()); ++i) {
     const PlanRow& r = plan.rows[size_t(i)];
     if (!r.fits) continue;
@@ -110,9 +120,11 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
     const PlanRow& b = plan.rows[size_t(plan.best)];
     const bool faster = r.step_s < b.step_s * 0.99;
     const bool tie = !faster && r.step_s <= b.step_s * 1.01;
-    if (faster || (tie && (r.comm.bytes < b.comm.bytes ||
-                           (r.comm.bytes == b.comm.bytes && r.mem.total() < b.mem.total()))))
-      plan.best = i;
+    const auto lighter = [](const PlanRow& x, const PlanRow& y) {
+      return std::tuple(x.comm.inter_bytes, x.comm.bytes, x.mem.total()) <
+             std::tuple(y.comm.inter_bytes, y.comm.bytes, y.mem.total());
+    };
+    if (faster || (tie && lighter(r, b))) plan.best = i;
   }
   const double budget = c.headroom * double(c.device_memory);
   if (plan.best < 0) {
@@ -140,7 +152,8 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
       "step of which {:.3f} s is exposed.{}",
       b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, b.tokens_per_s,
       format_bytes(double(b.comm.bytes)), b.exposed_s,
-      too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes, then less memory)."
+      too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes across nodes, then fewer bytes, "
+                        "then less memory)."
                       : fmt::format(" It is the fastest of those that fit; {} do not fit.", fmt::join(too_big, ", ")));
   return plan;
 }
@@ -214,6 +227,7 @@ nlohmann::json plan_to_json(const Plan& p) {
             {"assumed_mfu", c.assumed_mfu},
             {"intra_bw", c.intra_bw},
             {"inter_bw", c.inter_bw},
+            {"inter_links", c.inter_links},
             {"headroom", c.headroom}}},
           {"rows", rows},
           {"recommended", p.best >= 0 ? nlohmann::json(p.rows[size_t(p.best)].placement.name()) : nlohmann::json()},

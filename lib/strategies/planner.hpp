@@ -36,17 +36,28 @@ struct ClusterSpec {
   int64_t device_memory = 0;   // bytes per rank
   double peak_flops = 0;       // per rank, at the run's precision
   double assumed_mfu = 0.45;   // fraction of peak the compute reaches
-  double intra_bw = 0, inter_bw = 0;  // bytes/s a rank sends over a ring inside / across nodes
+  double intra_bw = 0;  // bytes/s a rank sends over a ring inside a node
+  // Across nodes: each node has `inter_links` links of `inter_bw` bytes/s
+  // each (per direction). A ring that crosses nodes leaves a node through
+  // the links of its ranks there, as NCCL spreads its channels over the
+  // NICs: a group with k ranks on a node (the fewest of any node it uses)
+  // shares the node's links with the node's other groups, so its ring runs
+  // at inter_bw x inter_links x k / ranks_per_node, at most intra_bw.
+  double inter_bw = 0;
+  int inter_links = 1;
   double headroom = 0.9;
   // Shared-memory MPI inside a node: the CPU default's intra-node bandwidth,
   // and that of ranks sharing a GPU, whose MPI communicator stages through
   // host memory.
   static constexpr double kHostIntraBw = 3e9;
   // Defaults for the device kind: "cuda" (H100-class: 80 GiB, 989 TFLOP/s
-  // bf16, NVLink 360 GB/s, 400 Gb/s InfiniBand per GPU) or "cpu" (the memory
+  // bf16, NVLink 360 GB/s, a 400 Gb/s InfiniBand NIC per GPU) or "cpu" (the memory
   // of this host, or its cgroup's limit (core/host_memory.hpp), shared by
   // the ranks on it; shared-memory MPI).
   static ClusterSpec defaults(const std::string& device, int world, int ranks_per_node);
+  // The ring bandwidth of a group: intra_bw inside a node; across nodes, with
+  // `ranks_on_a_node` of its ranks on its emptiest node, as described above.
+  double ring_bw(bool spans_nodes, int ranks_on_a_node) const;
 };
 
 struct PlanRow {

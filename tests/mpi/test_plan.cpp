@@ -9,6 +9,7 @@
 // prefetched all-gathers overlap compute.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -237,6 +238,65 @@ TEST(Planner, RecommendsWhatFitsAndRefusesWhatDoesNot) {
   p = make_plan(w, c);
   EXPECT_EQ(p.best, -1);
   EXPECT_NE(p.reasoning.find("nothing fits"), std::string::npos) << p.reasoning;
+}
+
+// A ring across nodes leaves each node through the inter-node links of its
+// ranks there (NCCL spreads its channels over the NICs: nccl-tests' busbw
+// across nodes is about a node's NICs together, not one NIC's), so a group
+// gets its ranks' share of the node's links, at most NVLink's bandwidth;
+// each row's communication time is its bytes over those bandwidths.
+TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
+  Workload w;
+  w.model = preset("gpt2-350m");
+  w.seq_len = 1024;
+  w.micro_batch = 4;
+  w.format = NumericFormat::bf16(true);
+  // 16 H100s, 8 per node, a 400 Gb/s NIC each.
+  const ClusterSpec gpu = ClusterSpec::defaults("cuda", 16, 8);
+  EXPECT_EQ(gpu.inter_links, 8);
+  EXPECT_DOUBLE_EQ(gpu.ring_bw(false, 8), 360e9);
+  EXPECT_DOUBLE_EQ(gpu.ring_bw(true, 8), 360e9);  // 8 NICs x 45 GB/s, NVLink's 360 bounds it
+  EXPECT_DOUBLE_EQ(gpu.ring_bw(true, 4), 180e9);
+  EXPECT_DOUBLE_EQ(gpu.ring_bw(true, 1), 45e9);
+  struct Case {
+    StrategyKind kind;
+    MeshShape mesh;
+    int shard_k, replicate_k;  // the group's fewest ranks on a node
+    bool shard_spans, replicate_spans;
+  };
+  for (const Case& k : {Case{StrategyKind::kDdp, {1, 16}, 8, 8, false, true},  // ddp: the world replicates
+                        Case{StrategyKind::kZero3, {1, 16}, 8, 1, true, false},
+                        Case{StrategyKind::kHybrid, {2, 8}, 8, 1, false, true},  // one replica per node
+                        Case{StrategyKind::kHybrid, {8, 2}, 2, 4, false, true},  // stride 2: 4 per node
+                        Case{StrategyKind::kHybrid, {4, 4}, 4, 2, false, true}}) {
+    const Placement pl = make_placement(k.kind, StrategyKind::kZero3, k.mesh, 8);
+    SCOPED_TRACE(pl.name());
+    const CommCost c = comm_cost(w, pl);
+    EXPECT_EQ(c.shard_group_spans_nodes, k.shard_spans);
+    EXPECT_EQ(c.replicate_group_spans_nodes, k.replicate_spans);
+    if (k.shard_spans) EXPECT_EQ(c.shard_group_ranks_per_node, k.shard_k);
+    if (k.replicate_spans) EXPECT_EQ(c.replicate_group_ranks_per_node, k.replicate_k);
+    const Plan p = make_plan(w, gpu);
+    const auto row = std::find_if(p.rows.begin(), p.rows.end(),
+                                  [&](const PlanRow& r) { return r.placement.name() == pl.name(); });
+    ASSERT_NE(row, p.rows.end());
+    const double want = double(c.shard_bytes) / gpu.ring_bw(k.shard_spans, k.shard_k) +
+                        double(c.replicate_bytes) / gpu.ring_bw(k.replicate_spans, k.replicate_k);
+    EXPECT_NEAR(row->comm_s, want, 1e-9 * want);
+  }
+  // Ranks split unevenly: a shard group of 12 on nodes of 8 has 8 on one node and 4 on the next.
+  EXPECT_EQ(comm_cost(w, make_placement(StrategyKind::kHybrid, StrategyKind::kZero3, {2, 12}, 8))
+                .shard_group_ranks_per_node,
+            4);
+  // CPUs: one 10 GbE link per node, shared by the node's groups: the world's ring
+  // has it all, each of 4 replicate groups (one rank per node) a quarter.
+  ClusterSpec cpu = ClusterSpec::defaults("cpu", 8, 4);
+  EXPECT_EQ(cpu.inter_links, 1);
+  EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 4), 1.2e9);
+  EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 1), 0.3e9);
+  cpu.inter_links = 4;  // --inter-links 4: a link per rank
+  EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 1), 1.2e9);
+  EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 4), cpu.intra_bw);  // 4.8 GB/s across, the host's 3 GB/s bounds it
 }
 
 TEST(Planner, StrategyAutoRunsThePlannersChoice) {
