@@ -24,7 +24,7 @@ namespace gpt {
 // model file", "the parameters of checkpoint step 2000, written by zero3 on 8 ranks").
 // Throws DataError naming the file on a bad header or a model mismatch.
 std::string import_params(const std::string& file, MPI_Comm comm, const ParamLayout& layout,
-                   const std::vector<UnitSlice>& slices);
+                          const std::vector<UnitSlice>& slices);
 
 // ckpt_tool import: llm.c .bin -> HDF5 export format (serial).
 void llmc_to_hdf5(const std::string& bin, const std::string& out);

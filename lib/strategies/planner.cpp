@@ -152,8 +152,8 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
       "step of which {:.3f} s is exposed.{}",
       b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, b.tokens_per_s,
       format_bytes(double(b.comm.bytes)), b.exposed_s,
-      too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes across nodes, then fewer bytes, "
-                        "then less memory)."
+      too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes across nodes, then fewer "
+                        "bytes, then less memory)."
                       : fmt::format(" It is the fastest of those that fit; {} do not fit.", fmt::join(too_big, ", ")));
   return plan;
 }
