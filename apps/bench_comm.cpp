@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_line.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi_env.hpp"
 #include "core/bytes.hpp"
@@ -174,8 +175,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-bytes", min_b, "smallest size (K, M, G suffixes)")->capture_default_str();
   app.add_option("--max-bytes", max_b, "largest size")->capture_default_str();
   app.add_option("--factor", factor, "size multiplier between rows")->capture_default_str()->check(CLI::Range(2, 1024));
-  app.add_option("--iters", iters, "timed iterations per size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "untimed iterations per size")->capture_default_str();
+  app.add_option("--iters", iters, "timed iterations per size")->capture_default_str()->check(gpt::kPositiveInt);
+  app.add_option("--warmup", warmup, "untimed iterations per size")->capture_default_str()->check(gpt::kNonNegativeInt);
   app.add_option("--dtype", dtype, "f32 | bf16")->capture_default_str();
   app.add_option("--group", group, "world | shard | replicate (mesh groups)")->capture_default_str();
   app.add_option("--mesh", mesh_spec, "RxS (default: nodes x ranks per node)");

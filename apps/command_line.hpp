@@ -32,5 +32,6 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv) {
 // CLI11's PositiveNumber and NonNegativeNumber name a double's range in their
 // message (up to 1.797e308); these name the integer range.
 inline const CLI::Range kPositiveInt(1, 2147483647);
+inline const CLI::Range kNonNegativeInt(0, 2147483647);
 
 }  // namespace gpt

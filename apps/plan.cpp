@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
                  "instead of stored score gradients) | auto (decided on the GPU: the larger count)");
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(gpt::kNonNegativeInt);
   app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
   app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
   app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("--inter-links", inter_links,
                  "links between nodes per node, each --inter-gbps (default: cuda one per GPU, i.e. "
                  "--ranks-per-node; cpu 1); a ring across nodes gets its ranks' share of them")
-      ->check(CLI::PositiveNumber);
+      ->check(gpt::kPositiveInt);
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;

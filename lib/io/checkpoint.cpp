@@ -181,8 +181,13 @@ std::string latest_checkpoint(const std::string& ckpt_dir) {
 
 std::string not_a_checkpoint(const std::string& path) {
   if (!fs::exists(path)) return "no such checkpoint";
-  if (!fs::is_directory(path))
-    return "a file, not a checkpoint (a checkpoint is a directory ckpt_step_N holding state.h5 and COMPLETE)";
+  if (!fs::is_directory(path)) {
+    const fs::path p(path);
+    if (p.filename() == "state.h5" && fs::exists(p.parent_path() / "COMPLETE"))
+      return fmt::format("the state file of a checkpoint, not the checkpoint: give its directory {}",
+                         p.parent_path().string());
+    return "a file, not a checkpoint (a checkpoint is a directory step_NNNNNNNN holding state.h5 and COMPLETE)";
+  }
   if (fs::exists(fs::path(path) / "state.h5")) return "";
   if (const std::string newest = latest_checkpoint(path); !newest.empty())
     return fmt::format("a directory of checkpoints, not a checkpoint; the newest in it is {}", newest);

@@ -15,6 +15,10 @@ printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
 printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
+# What a checkpoint's directory holds (contents not read): --resume given its state.h5.
+mkdir -p "$out/ckpt/step_00000001"
+: > "$out/ckpt/step_00000001/state.h5"
+: > "$out/ckpt/step_00000001/COMPLETE"
 # No text at all: an empty file, and JSON lines whose texts are empty.
 : > "$out/empty.txt"
 printf '{"text": ""}\n{"text": ""}\n' > "$out/empty_texts.jsonl"
