@@ -80,9 +80,9 @@ Sharding sharding_of(const Placement& p) {
 // accounting convention, comm/communicator.hpp).
 int64_t ring(int factor, int64_t bytes, int n) { return n <= 1 ? 0 : factor * int64_t(n - 1) * bytes / n; }
 
-// Fraction of a ring's links that cross nodes, for the group of rank 0
-// (every group of a mesh has the same shape). Ranks are laid out node by
-// node, as mpirun and srun place them by default.
+// Fraction of the links of one group's ring that cross nodes: the group of
+// n ranks first, first + stride, ... Ranks are laid out node by node, as
+// mpirun and srun place them by default.
 double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
   if (n <= 1) return 0;
   int crossing = 0;
@@ -93,13 +93,38 @@ double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
   return double(crossing) / n;
 }
 
-// The fewest of a group's ranks on any node the group uses (laid out as above).
+// The fewest of a group's ranks on any node the group uses.
 int fewest_on_a_node(int first, int stride, int n, int ranks_per_node) {
   std::map<int, int> on_node;
   for (int i = 0; i < n; ++i) ++on_node[(first + i * stride) / ranks_per_node];
   int fewest = n;
   for (const auto& [node, k] : on_node) fewest = std::min(fewest, k);
   return fewest;
+}
+
+// The rings of all `groups` groups of one kind (group g: ranks g * first_step,
+// + stride, ...; every rank is in one). Where the shard size does not divide
+// the ranks per node, some groups cross a node boundary and others do not:
+// the bytes' split is the average over the groups (over ranks), and the time
+// is the slowest group's, so `spans` and `fewest` come from the worst one.
+struct RingSpan {
+  double crossing = 0;  // average fraction of ring links that cross nodes
+  bool spans = false;   // some group crosses a node boundary
+  int fewest = 1;       // of the crossing groups, the fewest ranks of one on a node
+};
+RingSpan ring_span(int groups, int first_step, int stride, int n, int ranks_per_node) {
+  RingSpan r;
+  r.fewest = n;
+  for (int g = 0; g < groups; ++g) {
+    const double f = crossing_fraction(g * first_step, stride, n, ranks_per_node);
+    r.crossing += f / groups;
+    if (f > 0) {
+      r.spans = true;
+      r.fewest = std::min(r.fewest, fewest_on_a_node(g * first_step, stride, n, ranks_per_node));
+    }
+  }
+  if (!r.spans) r.fewest = n;
+  return r;
 }
 
 }  // namespace
@@ -216,14 +241,14 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
   c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
   c.after_backward_bytes += ring(2, 4, s.S);
   c.bytes = c.shard_bytes + c.replicate_bytes;
-  // Shard group: S consecutive ranks; replicate group: stride S.
-  const double fs = crossing_fraction(0, 1, s.S, p.ranks_per_node);
-  const double fr = crossing_fraction(0, s.S, s.R, p.ranks_per_node);
-  c.shard_group_spans_nodes = fs > 0;
-  c.replicate_group_spans_nodes = fr > 0;
-  c.shard_group_ranks_per_node = fewest_on_a_node(0, 1, s.S, p.ranks_per_node);
-  c.replicate_group_ranks_per_node = fewest_on_a_node(0, s.S, s.R, p.ranks_per_node);
-  c.inter_bytes = int64_t(fs * double(c.shard_bytes) + fr * double(c.replicate_bytes));
+  // Shard groups: S consecutive ranks, R of them; replicate groups: stride S, S of them.
+  const RingSpan sg = ring_span(s.R, s.S, 1, s.S, p.ranks_per_node);
+  const RingSpan rg = ring_span(s.S, 1, s.S, s.R, p.ranks_per_node);
+  c.shard_group_spans_nodes = sg.spans;
+  c.replicate_group_spans_nodes = rg.spans;
+  c.shard_group_ranks_per_node = sg.fewest;
+  c.replicate_group_ranks_per_node = rg.fewest;
+  c.inter_bytes = int64_t(sg.crossing * double(c.shard_bytes) + rg.crossing * double(c.replicate_bytes));
   c.intra_bytes = c.bytes - c.inter_bytes;
   return c;
 }

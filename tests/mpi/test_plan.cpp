@@ -288,6 +288,16 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
   EXPECT_EQ(comm_cost(w, make_placement(StrategyKind::kHybrid, StrategyKind::kZero3, {2, 12}, 8))
                 .shard_group_ranks_per_node,
             4);
+  // Shard groups of 3 on nodes of 8 (24 ranks): rank 0's group {0, 1, 2} stays inside
+  // node 0, but {6, 7, 8} and {15, 16, 17} cross with one rank on a node (2 of their 3 ring
+  // links: a sixth of the shard bytes over all ranks), and so set the time. The replicate
+  // groups (stride 3) each cross 3 of their 8 links, with at least 2 ranks on every node.
+  const CommCost odd = comm_cost(w, make_placement(StrategyKind::kHybrid, StrategyKind::kZero3, {8, 3}, 8));
+  EXPECT_TRUE(odd.shard_group_spans_nodes);
+  EXPECT_EQ(odd.shard_group_ranks_per_node, 1);
+  EXPECT_TRUE(odd.replicate_group_spans_nodes);
+  EXPECT_EQ(odd.replicate_group_ranks_per_node, 2);
+  EXPECT_NEAR(double(odd.inter_bytes), double(odd.shard_bytes) / 6 + double(odd.replicate_bytes) * 3 / 8, 2.0);
   // CPUs: one 10 GbE link per node, shared by the node's groups: the world's ring
   // has it all, each of 4 replicate groups (one rank per node) a quarter.
   ClusterSpec cpu = ClusterSpec::defaults("cpu", 8, 4);
