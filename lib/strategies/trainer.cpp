@@ -846,6 +846,18 @@ struct Trainer::Impl {
     if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
       warn0("--recompute {} with --activation-checkpointing: whole blocks are recomputed, so it changes nothing",
             to_string(cfg.recompute));
+    // Flags of one strategy given to another (strategy auto sets them itself).
+    if (auto_note.empty() && cfg.strategy != "hybrid") {
+      if (!cfg.mesh.empty())
+        warn0("--mesh {} applies to --strategy hybrid: {} uses all {} ranks as one group", cfg.mesh, cfg.strategy,
+              world);
+      if (cfg.hybrid_inner != RunConfig{}.hybrid_inner)
+        warn0("--hybrid-inner {} applies to --strategy hybrid: it changes nothing for {}", cfg.hybrid_inner,
+              cfg.strategy);
+    }
+    if (cfg.strategy != "ddp" && cfg.bucket_mb != RunConfig{}.bucket_mb)
+      warn0("--bucket-mb {} applies to --strategy ddp's gradient all-reduce: it changes nothing for {}", cfg.bucket_mb,
+            cfg.strategy);
     if (val_loader) {
       // The validation reads the same sequences at every evaluation; more
       // than the data hold wrap around and count some twice.

@@ -6,7 +6,9 @@
 #      largest count that reads each sequence at most once (23);
 #   2. --val-batches 23 (92 sequences): no warning;
 #   3. --eval-every without --val-data or --hellaswag and --sample-every with
-#      --sample-tokens 0 (tiny.toml's) warn that they do nothing.
+#      --sample-tokens 0 (tiny.toml's) warn that they do nothing;
+#   4. so do hybrid's --mesh and --hybrid-inner and ddp's --bucket-mb given
+#      to zero3, and hybrid's own flags do not.
 #   val_batches.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -28,4 +30,13 @@ grep -q 'warning.*--eval-every 1 without --val-data or --hellaswag: there is no 
 grep -q 'warning.*--sample-every 1 with --sample-tokens 0: there are no samples' "$work/off.log" ||
   { cat "$work/off.log"; fail "--sample-every with --sample-tokens 0: no warning"; }
 ! grep -qE 'warning.*(--eval-every|--sample-every)' "$work/fit.log" || fail "--val-batches 23: a flag warning"
-echo "ok: validation that reads more sequences than the data hold warns, with the count that fits; flags that do nothing say so"
+# 4. Another strategy's flags: --mesh and --hybrid-inner are hybrid's, --bucket-mb is ddp's.
+tiny_run_ok strat 2 --steps 2 --strategy zero3 --mesh 2x1 --hybrid-inner zero2 --bucket-mb 5
+for want in '--mesh 2x1 applies to --strategy hybrid: zero3 uses all 2 ranks as one group' \
+            '--hybrid-inner zero2 applies to --strategy hybrid: it changes nothing for zero3' \
+            "--bucket-mb 5 applies to --strategy ddp's gradient all-reduce: it changes nothing for zero3"; do
+  grep -qF -- "$want" "$work/strat.log" || { cat "$work/strat.log"; fail "no warning: $want"; }
+done
+tiny_run_ok hyb 2 --steps 2 --strategy hybrid --mesh 2x1 --hybrid-inner zero2
+! grep -q 'applies to --strategy' "$work/hyb.log" || { cat "$work/hyb.log"; fail "hybrid's own flags warn"; }
+echo "ok: validation that reads more sequences than the data hold warns, with the count that fits; flags that do nothing say so, another strategy's too"
