@@ -110,8 +110,11 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
     memory_from = "--device-mem";
   }
   const Plan plan = make_plan(w, cluster);
-  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({}), {:.3g} GB/s inside a node\n{}", world,
-       cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from, cluster.intra_bw / 1e9,
+  const std::string across = world > cluster.ranks_per_node
+                                 ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
+                                 : "";
+  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}", world,
+       cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from, cluster.intra_bw / 1e9, across,
        format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;

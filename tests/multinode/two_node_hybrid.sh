@@ -3,7 +3,8 @@
 # veth pair are two "nodes" to Open MPI (TCP between them, shared memory
 # within). 4 ranks, 2 per node, train with --strategy hybrid and no --mesh:
 # the default mesh must be nodes x ranks-per-node = 2x2, and the losses must
-# equal a single-rank run on the same global batch.
+# equal a single-rank run on the same global batch; --strategy auto plans
+# for 2 nodes of 2 ranks.
 # Exit 77 (ctest: skipped) where network namespaces cannot be created.
 #   two_node_hybrid.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -33,6 +34,14 @@ timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun
   --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
   $build/apps/gpt_train ${args[*]} --micro-batch 2 --strategy hybrid --metrics $work/hybrid.jsonl" \
   2>"$work/hybrid.log"
+# --strategy auto across the two nodes plans for 2 ranks per node and the links between them.
+timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun --oversubscribe --bind-to none \
+  --host $ns1:2,$ns2:2 -np 4 --mca plm_rsh_agent $here/nsrsh --mca plm_rsh_no_tree_spawn 1 \
+  --mca btl tcp,self,vader --mca btl_vader_single_copy_mechanism none \
+  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+  $build/apps/gpt_train ${args[*]} --micro-batch 2 --steps 1 --strategy auto" 2>"$work/auto.log"
+grep -q 'strategy auto: plan for 4 ranks, 2 per node, .*, 3 GB/s inside a node, 1 x 1.2 GB/s across' "$work/auto.log" ||
+  { cat "$work/auto.log"; echo "FAIL: strategy auto does not plan for 2 nodes of 2"; exit 1; }
 python3 - "$work/single.jsonl" "$work/hybrid.jsonl" <<'PY'
 import json, sys
 single = [json.loads(l) for l in open(sys.argv[1])]
