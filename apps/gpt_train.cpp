@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <thread>
 
@@ -97,6 +98,12 @@ int main(int argc, char** argv) {
   } catch (const gpt::Error& e) {
     trainer.reset();
     env->abort(e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    trainer.reset();
+    env->abort("out of host memory (an allocation failed); `plan` predicts what each strategy needs per rank: a "
+               "sharded strategy (--strategy auto picks one that fits), more ranks, --recompute or a smaller "
+               "--micro-batch need less",
+               1);
   } catch (const std::exception& e) {
     trainer.reset();
     env->abort(fmt::format("unexpected error: {}", e.what()), 1);

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <utility>
+
+#include <fmt/format.h>
+
+#include "core/bytes.hpp"
+#include "core/error.hpp"
 
 namespace gpt {
 
@@ -33,7 +37,9 @@ Buffer<T>::Buffer(size_t n, MemCategory cat, MemoryTracker* tracker)
   if (n == 0) return;
   size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
   data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
-  if (!data_) throw std::bad_alloc();
+  if (!data_)  // what, how much, and what this rank already holds (the device allocator's message, on the host)
+    throw Error(fmt::format("out of host memory: allocating {} for {} with {} in use", format_bytes(double(bytes)),
+                            to_string(cat), tracker ? format_bytes(double(tracker->total())) : "?"));
   std::memset(static_cast<void*>(data_), 0, bytes);
   if (tracker_) tracker_->add(cat_, static_cast<int64_t>(n * sizeof(T)));
 }

@@ -89,27 +89,79 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
                      gpu->ranks > 1 ? fmt::format(" shared by {} ranks", gpu->ranks) : "");
 }
 
-// --strategy auto: the planner's recommendation for this model, batch and
-// world (memory per rank: --device-mem, else with --device cuda the GPU's
-// memory shared by the ranks on it, else this host's memory shared by the
-// ranks on it; the run's precision; on cuda the GPU's peak and its links'
+MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
+  int size = 1;
+  MPI_Comm_size(base, &size);
+  return cfg.mesh.empty() ? default_mesh(base) : parse_mesh(cfg.mesh, size);
+}
+
+// What the planner is given for this run: its workload, and the cluster as
+// the job sees it (memory per rank: --device-mem, else with --device cuda the
+// GPU's memory shared by the ranks on it, else this host's memory shared by
+// the ranks on it; the run's precision; on cuda the GPU's peak and its links'
 // ring bandwidth inside a node, or host staging's for ranks sharing a GPU).
-// Other strategies pass through unchanged.
-RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
-  if (c.strategy != "auto") return c;
+// Collective over base.
+struct PlanInputs {
   int world = 1;
-  MPI_Comm_size(base, &world);
+  Workload w;
+  ClusterSpec cluster;
+  std::string memory_from;  // for the log
+};
+PlanInputs plan_inputs(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu) {
+  PlanInputs in;
+  MPI_Comm_size(base, &in.world);
   const NodeLayout nodes = node_layout(base);
-  const Workload w = run_workload(c, world, num_threads());
+  in.w = run_workload(c, in.world, num_threads());
   const bool cuda = c.device == DeviceKind::kCuda;
-  ClusterSpec cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", world, nodes.uniform ? nodes.local_size : world);
-  std::string memory_from =
-      cuda ? fit_plan_to_gpus(c, base, gpu, &cluster) : host_memory().source + ", shared by the node's ranks";
+  in.cluster =
+      ClusterSpec::defaults(cuda ? "cuda" : "cpu", in.world, nodes.uniform ? nodes.local_size : in.world);
+  in.memory_from =
+      cuda ? fit_plan_to_gpus(c, base, gpu, &in.cluster) : host_memory().source + ", shared by the node's ranks";
   if (!c.device_mem.empty()) {
-    cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
-    memory_from = "--device-mem";
+    in.cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
+    in.memory_from = "--device-mem";
   }
-  const Plan plan = make_plan(w, cluster);
+  return in;
+}
+
+// A strategy given by name that the planner predicts will not fit: a warning
+// before anything is allocated, with the numbers and what --strategy auto
+// would run. Running out of host memory is otherwise the kernel's OOM
+// killer's SIGKILL, which says nothing. Not an error: the predicted
+// activations are an estimate (tested within 20% of measured).
+void warn_if_it_may_not_fit(const RunConfig& c, MPI_Comm base, const PlanInputs& in) {
+  const StrategyKind kind = parse_strategy(c.strategy);
+  const MeshShape mesh = kind == StrategyKind::kHybrid ? resolve_mesh(c, base) : MeshShape{1, in.world};
+  const Placement p = make_placement(kind, parse_strategy(c.hybrid_inner), mesh, in.cluster.ranks_per_node);
+  const MemoryCost m = memory_cost(in.w, p);
+  const double usable = in.cluster.headroom * double(in.cluster.device_memory);
+  if (double(m.total()) <= usable) return;
+  const Plan plan = make_plan(in.w, in.cluster);
+  const std::string instead =
+      plan.best >= 0 ? fmt::format("--strategy auto would run {} ({} per rank)",
+                                   plan.rows[size_t(plan.best)].placement.name(),
+                                   format_bytes(double(plan.rows[size_t(plan.best)].mem.total())))
+                     : plan.reasoning;
+  warn0("{} is predicted to need {} per rank (model state {}, activations {}, buffers {}), more than the {} usable "
+        "of {} per rank ({}): the run may run out of memory; {}",
+        p.name(), format_bytes(double(m.total())), format_bytes(double(m.model_state())),
+        format_bytes(double(m.activations)), format_bytes(double(m.buffers + m.sample_cache)), format_bytes(usable),
+        format_bytes(double(in.cluster.device_memory)), in.memory_from, instead);
+}
+
+// --strategy auto: the planner's recommendation for this model, batch and
+// world (plan_inputs). Other strategies pass through unchanged, with a
+// warning where they may not fit.
+RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
+  const PlanInputs in = plan_inputs(c, base, gpu);
+  if (c.strategy != "auto") {
+    warn_if_it_may_not_fit(c, base, in);
+    return c;
+  }
+  const int world = in.world;
+  const ClusterSpec& cluster = in.cluster;
+  const std::string& memory_from = in.memory_from;
+  const Plan plan = make_plan(in.w, cluster);
   const std::string across = world > cluster.ranks_per_node
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
@@ -126,12 +178,6 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
   }
   *note = plan.reasoning;
   return r;
-}
-
-MeshShape resolve_mesh(const RunConfig& cfg, MPI_Comm base) {
-  int size = 1;
-  MPI_Comm_size(base, &size);
-  return cfg.mesh.empty() ? default_mesh(base) : parse_mesh(cfg.mesh, size);
 }
 
 // --comm auto: NCCL on --device cuda when this build has it and every rank

@@ -8,7 +8,8 @@
 #   3. --eval-every without --val-data or --hellaswag and --sample-every with
 #      --sample-tokens 0 (tiny.toml's) warn that they do nothing;
 #   4. so do hybrid's --mesh and --hybrid-inner and ddp's --bucket-mb given
-#      to zero3, and hybrid's own flags do not.
+#      to zero3, and hybrid's own flags do not;
+#   5. a strategy predicted not to fit in --device-mem warns before it allocates.
 #   val_batches.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -39,4 +40,9 @@ for want in '--mesh 2x1 applies to --strategy hybrid: zero3 uses all 2 ranks as 
 done
 tiny_run_ok hyb 2 --steps 2 --strategy hybrid --mesh 2x1 --hybrid-inner zero2
 ! grep -q 'applies to --strategy' "$work/hyb.log" || { cat "$work/hyb.log"; fail "hybrid's own flags warn"; }
+# 5. A strategy the planner predicts will not fit in the memory per rank warns before it allocates.
+tiny_run_ok small 2 --steps 1 --strategy zero1 --device-mem 1MiB
+grep -q 'warning.*zero1 is predicted to need .* per rank (model state .*), more than the 921.6 KiB usable of 1.0 MiB per rank (--device-mem): the run may run out of memory' \
+  "$work/small.log" || { cat "$work/small.log"; fail "zero1 in 1 MiB: no warning"; }
+! grep -q 'predicted to need' "$work/fit.log" "$work/strat.log" || fail "a run that fits warns that it may not"
 echo "ok: validation that reads more sequences than the data hold warns, with the count that fits; flags that do nothing say so, another strategy's too"
