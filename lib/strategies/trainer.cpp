@@ -153,11 +153,17 @@ void warn_if_it_may_not_fit(const RunConfig& c, MPI_Comm base, const PlanInputs&
 // world (plan_inputs). Other strategies pass through unchanged, with a
 // warning where they may not fit.
 RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu, std::string* note) {
-  const PlanInputs in = plan_inputs(c, base, gpu);
   if (c.strategy != "auto") {
-    warn_if_it_may_not_fit(c, base, in);
+    // A bad value the check meets (a batch that does not divide, a mesh of
+    // another size) is every rank's alike, so every rank skips the check, and
+    // it is reported where it was before the check existed, in its order.
+    try {
+      warn_if_it_may_not_fit(c, base, plan_inputs(c, base, gpu));
+    } catch (const ConfigError&) {
+    }
     return c;
   }
+  const PlanInputs in = plan_inputs(c, base, gpu);
   const int world = in.world;
   const ClusterSpec& cluster = in.cluster;
   const std::string& memory_from = in.memory_from;
