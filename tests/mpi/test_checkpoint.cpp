@@ -143,6 +143,25 @@ TEST(Checkpoint, OneRankDdpCheckpointResumesUnderZero3) {
   expect_close(train(b, MPI_COMM_WORLD).losses, {full.losses.begin() + 4, full.losses.end()}, "ddp@1 -> zero3");
 }
 
+// Flips the bits `mask` of byte `offset` of a dataset's data in an HDF5 file
+// (a damaged copy that still opens).
+void flip_bit(const std::string& file, const std::string& dataset, int64_t offset, char mask) {
+  haddr_t at;
+  {
+    h5::Id f = h5::open_file(file, MPI_COMM_NULL);
+    h5::Id d = h5::open_dataset(f.get(), dataset);
+    at = H5Dget_offset(d.get());
+  }
+  ASSERT_NE(at, HADDR_UNDEF);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(at) + offset);
+  char c;
+  f.read(&c, 1);
+  c ^= mask;
+  f.seekp(std::streamoff(at) + offset);
+  f.write(&c, 1);
+}
+
 std::string load_error(const std::string& path, const RunConfig& c) {
   try {
     RunConfig b = c;
@@ -169,20 +188,7 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   const std::string bad = dir + "/step_00000003";
   if (test::env().rank() == 0) {
     fs::copy(good, bad, fs::copy_options::recursive);
-    haddr_t at;
-    {
-      h5::Id f = h5::open_file(bad + "/state.h5", MPI_COMM_NULL);
-      h5::Id d = h5::open_dataset(f.get(), "/exp_avg/transformer.h.1.mlp.c_fc.weight");
-      at = H5Dget_offset(d.get());
-    }
-    ASSERT_NE(at, HADDR_UNDEF);
-    std::fstream f(bad + "/state.h5", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(std::streamoff(at) + 1001);
-    char c;
-    f.read(&c, 1);
-    c ^= 0x10;
-    f.seekp(std::streamoff(at) + 1001);
-    f.write(&c, 1);
+    flip_bit(bad + "/state.h5", "/exp_avg/transformer.h.1.mlp.c_fc.weight", 1001, 0x10);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   RunConfig b = eight_steps("zero2");
@@ -499,6 +505,18 @@ void write_sharded(const std::string& hf_dir, const std::string& dir, bool overl
                              std::filesystem::copy_options::overwrite_existing);
 }
 
+// A run whose --init-from is refused with a DataError containing `what`.
+void expect_init_refused(const RunConfig& c, const std::string& what) {
+  SCOPED_TRACE(c.init_from);
+  try {
+    Trainer t(c, MPI_COMM_WORLD);
+    t.run();
+    ADD_FAILURE() << "refused: " << what;
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 // --init-from: a run started from any export holds exactly those weights
 // (lr 0: the one step changes nothing), each rank having read only its
 // shard: llm.c, HDF5, the Hugging Face directory, and a hub-style
@@ -563,20 +581,10 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
     EXPECT_EQ(train(b, MPI_COMM_WORLD).params, want);
   }
   // The head count, which no tensor's shape gives, comes from config.json beside the file.
-  auto refused = [&](RunConfig c, const std::string& what) {
-    SCOPED_TRACE(c.init_from);
-    try {
-      Trainer t(c, MPI_COMM_WORLD);
-      t.run();
-      ADD_FAILURE() << "refused: " << what;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
   RunConfig heads = eight_steps("zero3");
   heads.gpt.n_head = 2;
   heads.init_from = dir + "/hf";
-  refused(heads, "model mismatch: n_head = 4 in the file, 2 in this run");
+  expect_init_refused(heads, "model mismatch: n_head = 4 in the file, 2 in this run");
   // A sharded model whose shard is missing, or whose shards both hold a tensor.
   if (test::env().rank() == 0) {
     write_sharded(dir + "/hf", dir + "/missing");
@@ -586,14 +594,14 @@ TEST(Checkpoint, InitFromLlmcOrHdf5Export) {
   MPI_Barrier(MPI_COMM_WORLD);
   RunConfig missing = eight_steps("zero3");
   missing.init_from = dir + "/missing";
-  refused(missing, "missing/model-00002-of-00002.safetensors: cannot open: No such file or directory");
+  expect_init_refused(missing, "missing/model-00002-of-00002.safetensors: cannot open: No such file or directory");
   RunConfig twice = eight_steps("zero3");
   twice.init_from = dir + "/twice";
-  refused(twice, "twice/model-00002-of-00002.safetensors: transformer.");
+  expect_init_refused(twice, "twice/model-00002-of-00002.safetensors: transformer.");
   RunConfig deeper = eight_steps("zero3");
   deeper.gpt.n_layer = 3;
   deeper.init_from = dir + "/hub.safetensors";
-  refused(deeper, "model mismatch: n_layer = 2 in the file, 3 in this run");
+  expect_init_refused(deeper, "model mismatch: n_layer = 2 in the file, 3 in this run");
   RunConfig wide = eight_steps("zero3");
   wide.gpt.n_layer = 3;
   wide.init_from = dir + "/model.bin";
@@ -641,16 +649,9 @@ TEST(Checkpoint, InitFromACheckpointTakesItsParametersOnly) {
     }
   }
   auto refused = [&](const std::string& init, const std::string& what) {
-    SCOPED_TRACE(init);
     RunConfig c = eight_steps("zero3");
     c.init_from = init;
-    try {
-      Trainer t(c, MPI_COMM_WORLD);
-      t.run();
-      ADD_FAILURE() << "refused: " << what;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
+    expect_init_refused(c, what);
   };
   // The directory of checkpoints names its newest; a partial one is not taken.
   refused(dir, "a directory of checkpoints, not a checkpoint; the newest in it is " + ckpt);
@@ -662,20 +663,7 @@ TEST(Checkpoint, InitFromACheckpointTakesItsParametersOnly) {
     // One flipped bit in a parameter's data.
     fs::create_directories(damaged);
     fs::copy(ckpt, damaged, fs::copy_options::recursive);
-    haddr_t at;
-    {
-      h5::Id f = h5::open_file(damaged + "/state.h5", MPI_COMM_NULL);
-      h5::Id d = h5::open_dataset(f.get(), "/params/transformer.h.1.attn.c_proj.weight");
-      at = H5Dget_offset(d.get());
-    }
-    ASSERT_NE(at, HADDR_UNDEF);
-    std::fstream f(damaged + "/state.h5", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(std::streamoff(at) + 333);
-    char c;
-    f.read(&c, 1);
-    c ^= 0x04;
-    f.seekp(std::streamoff(at) + 333);
-    f.write(&c, 1);
+    flip_bit(damaged + "/state.h5", "/params/transformer.h.1.attn.c_proj.weight", 333, 0x04);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   refused(partial + "/state.h5", partial + ": not a complete checkpoint (no COMPLETE marker)");
