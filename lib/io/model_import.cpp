@@ -288,9 +288,9 @@ std::string import_params(const std::string& file, MPI_Comm comm, const ParamLay
                        meta.world_size, meta.world_size == 1 ? "" : "s");
   };
   if (fs::is_directory(file)) {
+    // The --ckpt-dir rather than one of its checkpoints (not_a_checkpoint names the newest), or a checkpoint.
+    if (const std::string why = not_a_checkpoint(file); !why.empty()) throw DataError(fmt::format("{}: {}", file, why));
     if (fs::exists(fs::path(file) / "state.h5")) return from_checkpoint(file);
-    // The --ckpt-dir rather than one of its checkpoints: not_a_checkpoint names the newest.
-    if (!latest_checkpoint(file).empty()) throw DataError(fmt::format("{}: {}", file, not_a_checkpoint(file)));
   }
   if (is_llmc(file)) {
     Mapped m(file);

@@ -55,10 +55,10 @@ float LRSchedule::at(int step) const {
 std::string LRSchedule::describe() const {
   // Logged step k is 0-based step k - 1. The decay's first step still has lr
   // (progress 0), so the LR is below lr from logged step decay_start() + 2.
-  std::string out = warmup > 0 ? fmt::format("warm-up over steps 1-{}, ", warmup) : "";
   if (warmup >= total_steps)  // the run ends inside the warm-up: no stable phase, no decay
     return fmt::format("warm-up over steps 1-{}; the run ends in it, at step {} with {:.3g} of {}", warmup,
                        total_steps, at(total_steps - 1), lr);
+  std::string out = warmup > 0 ? fmt::format("warm-up over steps 1-{}, ", warmup) : "";
   if (decay == LRDecay::kConstant) return out + fmt::format("{} constant", lr);
   const int stable_end = std::min(decay_start() + 1, total_steps);
   if (stable_end <= warmup) return out + fmt::format("then {} decay towards {}", to_string(decay), min_lr);

@@ -110,11 +110,10 @@ int fewest_on_a_node(int first, int stride, int n, int ranks_per_node) {
 struct RingSpan {
   double crossing = 0;  // average fraction of ring links that cross nodes
   bool spans = false;   // some group crosses a node boundary
-  int fewest = 1;       // of the crossing groups, the fewest ranks of one on a node
+  int fewest = 0;       // of the crossing groups, the fewest ranks of one on a node (n when none crosses)
 };
 RingSpan ring_span(int groups, int first_step, int stride, int n, int ranks_per_node) {
-  RingSpan r;
-  r.fewest = n;
+  RingSpan r{.fewest = n};
   for (int g = 0; g < groups; ++g) {
     const double f = crossing_fraction(g * first_step, stride, n, ranks_per_node);
     r.crossing += f / groups;
@@ -123,7 +122,6 @@ RingSpan ring_span(int groups, int first_step, int stride, int n, int ranks_per_
       r.fewest = std::min(r.fewest, fewest_on_a_node(g * first_step, stride, n, ranks_per_node));
     }
   }
-  if (!r.spans) r.fewest = n;
   return r;
 }
 

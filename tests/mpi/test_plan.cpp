@@ -264,6 +264,7 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
     int shard_k, replicate_k;  // the group's fewest ranks on a node
     bool shard_spans, replicate_spans;
   };
+  const Plan p = make_plan(w, gpu);
   for (const Case& k : {Case{StrategyKind::kDdp, {1, 16}, 8, 8, false, true},  // ddp: the world replicates
                         Case{StrategyKind::kZero3, {1, 16}, 8, 1, true, false},
                         Case{StrategyKind::kHybrid, {2, 8}, 8, 1, false, true},  // one replica per node
@@ -276,7 +277,6 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
     EXPECT_EQ(c.replicate_group_spans_nodes, k.replicate_spans);
     if (k.shard_spans) EXPECT_EQ(c.shard_group_ranks_per_node, k.shard_k);
     if (k.replicate_spans) EXPECT_EQ(c.replicate_group_ranks_per_node, k.replicate_k);
-    const Plan p = make_plan(w, gpu);
     const auto row = std::find_if(p.rows.begin(), p.rows.end(),
                                   [&](const PlanRow& r) { return r.placement.name() == pl.name(); });
     ASSERT_NE(row, p.rows.end());

@@ -28,18 +28,17 @@ rm -rf "$work"; mkdir -p "$work"
 args=(--config "$work/tiny.toml" --log-every 6)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 "$build/apps/gpt_train" "${args[@]}" --micro-batch 8 --metrics "$work/single.jsonl" 2>"$work/single.log"
-timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun --oversubscribe --bind-to none \
-  --host $ns1:2,$ns2:2 -np 4 --mca plm_rsh_agent $here/nsrsh --mca plm_rsh_no_tree_spawn 1 \
-  --mca btl tcp,self,vader --mca btl_vader_single_copy_mechanism none \
-  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-  $build/apps/gpt_train ${args[*]} --micro-batch 2 --strategy hybrid --metrics $work/hybrid.jsonl" \
-  2>"$work/hybrid.log"
+# gpt_train ARGS... on 4 ranks, 2 in each namespace.
+on_two_nodes() {
+  timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun --oversubscribe --bind-to none \
+    --host $ns1:2,$ns2:2 -np 4 --mca plm_rsh_agent $here/nsrsh --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl tcp,self,vader --mca btl_vader_single_copy_mechanism none \
+    --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+    $build/apps/gpt_train ${args[*]} $*"
+}
+on_two_nodes --micro-batch 2 --strategy hybrid --metrics "$work/hybrid.jsonl" 2>"$work/hybrid.log"
 # --strategy auto across the two nodes plans for 2 ranks per node and the links between them.
-timeout 300 ip netns exec "$ns1" unshare --uts sh -c "hostname $ns1; exec mpirun --oversubscribe --bind-to none \
-  --host $ns1:2,$ns2:2 -np 4 --mca plm_rsh_agent $here/nsrsh --mca plm_rsh_no_tree_spawn 1 \
-  --mca btl tcp,self,vader --mca btl_vader_single_copy_mechanism none \
-  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-  $build/apps/gpt_train ${args[*]} --micro-batch 2 --steps 1 --strategy auto" 2>"$work/auto.log"
+on_two_nodes --micro-batch 2 --steps 1 --strategy auto 2>"$work/auto.log"
 grep -q 'strategy auto: plan for 4 ranks, 2 per node, .*, 3 GB/s inside a node, 1 x 1.2 GB/s across' "$work/auto.log" ||
   { cat "$work/auto.log"; echo "FAIL: strategy auto does not plan for 2 nodes of 2"; exit 1; }
 python3 - "$work/single.jsonl" "$work/hybrid.jsonl" <<'PY'
