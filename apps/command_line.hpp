@@ -5,7 +5,9 @@
 // message without the prefix, a "Run with --help" line, and exits 105-110).
 #pragma once
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -33,5 +35,23 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv) {
 // message (up to 1.797e308); these name the integer range.
 inline const CLI::Range kPositiveInt(1, 2147483647);
 inline const CLI::Range kNonNegativeInt(0, 2147483647);
+
+// A real number above `lo` (or at least it, `inclusive`) and at most `hi`,
+// named that way in the error.
+inline CLI::Validator real_range(double lo, bool inclusive, double hi = HUGE_VAL) {
+  const std::string lower = std::string(inclusive ? ">= " : "> ") + CLI::detail::to_string(lo);
+  const std::string name = std::isinf(hi) ? "NUMBER " + lower : lower + " and <= " + CLI::detail::to_string(hi);
+  return CLI::Validator(
+      [=](std::string& in) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(in, x)) return "Value " + in + " is not a number";
+        const bool ok = (inclusive ? x >= lo : x > lo) && x <= hi;
+        return ok ? std::string() : "Value " + in + " is not " + name.substr(name.find_first_of("<>"));
+      },
+      name);
+}
+inline const CLI::Validator kPositiveReal = real_range(0, false);
+inline const CLI::Validator kNonNegativeReal = real_range(0, true);
+inline const CLI::Validator kFraction = real_range(0, false, 1);  // (0, 1]
 
 }  // namespace gpt

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       vocab = 0, n_ctx = 0, sample_tokens = 64;
   int inter_links = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
+  double base_lat_us = -1, intra_lat_us = -1, inter_lat_us = -1, tree_lat_us = -1;  // -1: the device's default
   bool ckpt = false;
   std::string recompute = "none", config, attention_ds_mib, attention;
   app.add_option("--config", config,
@@ -68,18 +69,36 @@ int main(int argc, char** argv) {
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
       ->capture_default_str()->check(gpt::kNonNegativeInt);
-  app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str();
-  app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)");
-  app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads per rank (attention scratch)")->capture_default_str()
+      ->check(gpt::kPositiveInt);
+  app.add_option("--peak-tflops", peak_tflops, "peak per rank (default: from --gpu, or 0.05 on cpu)")
+      ->check(gpt::kPositiveReal);
+  app.add_option("--mfu", mfu, "fraction of peak assumed for compute")->capture_default_str()->check(gpt::kFraction);
   app.add_option("--intra-gbps", intra_gbps,
-                 "GB/s a rank sends in a ring inside a node (default: --gpu's on cuda, 3 on cpu)");
+                 "GB/s a rank sends in a ring inside a node (default: --gpu's on cuda, 3 on cpu)")
+      ->check(gpt::kPositiveReal);
   app.add_option("--inter-gbps", inter_gbps,
-                 "GB/s of one link between nodes, per direction (default: 45 on cuda, a 400 Gb/s NIC; 1.2 on cpu)");
+                 "GB/s of one link between nodes, per direction (default: 45 on cuda, a 400 Gb/s NIC; 1.2 on cpu)")
+      ->check(gpt::kPositiveReal);
   app.add_option("--inter-links", inter_links,
                  "links between nodes per node, each --inter-gbps (default: cuda one per GPU, i.e. "
                  "--ranks-per-node; cpu 1); a ring across nodes gets its ranks' share of them")
       ->check(gpt::kPositiveInt);
-  app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str();
+  app.add_option("--base-lat-us", base_lat_us,
+                 "latency of every collective, in microseconds (default: 8.4 on cuda, NCCL's ring; 4 on cpu)")
+      ->check(gpt::kNonNegativeReal);
+  app.add_option("--intra-lat-us", intra_lat_us,
+                 "latency of a ring step inside a node, in microseconds (default: 3.4 on cuda, NVLink; 4 on cpu)")
+      ->check(gpt::kNonNegativeReal);
+  app.add_option("--inter-lat-us", inter_lat_us,
+                 "latency of a ring step across nodes, in microseconds (default: 14 on cuda; 25 on cpu)")
+      ->check(gpt::kNonNegativeReal);
+  app.add_option("--tree-lat-us", tree_lat_us,
+                 "latency of a tree step of an all-reduce across nodes, in microseconds (default: 28 on cuda, "
+                 "NCCL's; 25 on cpu)")
+      ->check(gpt::kNonNegativeReal);
+  app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str()
+      ->check(gpt::kFraction);
   app.add_option("--json", json_out, "also write the plan as JSON to this file");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
@@ -141,6 +160,10 @@ int main(int argc, char** argv) {
     if (intra_gbps > 0) c.intra_bw = intra_gbps * 1e9;
     if (inter_gbps > 0) c.inter_bw = inter_gbps * 1e9;
     if (inter_links > 0) c.inter_links = inter_links;
+    if (base_lat_us >= 0) c.base_lat = base_lat_us * 1e-6;
+    if (intra_lat_us >= 0) c.intra_lat = intra_lat_us * 1e-6;
+    if (inter_lat_us >= 0) c.inter_lat = inter_lat_us * 1e-6;
+    if (tree_lat_us >= 0) c.tree_lat = tree_lat_us * 1e-6;
     c.assumed_mfu = mfu;
     c.headroom = headroom;
     const Plan p = make_plan(w, c);
@@ -152,9 +175,11 @@ int main(int argc, char** argv) {
                 w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
     std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
-                "%.3g GB/s inside a node, %d x %.3g GB/s across\n\n",
+                "%.3g GB/s inside a node, %d x %.3g GB/s across; latency %.3g us per collective + %.3g us per "
+                "ring step inside a node, %.3g us across, %.3g us per tree step\n\n",
                 ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
-                100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_links, c.inter_bw / 1e9);
+                100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_links, c.inter_bw / 1e9, c.base_lat * 1e6,
+                c.intra_lat * 1e6, c.inter_lat * 1e6, c.tree_lat * 1e6);
     std::fputs(format_plan(p).c_str(), stdout);
     if (!json_out.empty()) {
       std::ofstream f(json_out);

@@ -56,7 +56,7 @@ void MetricsWriter::write(const StepRecord& r) {
   if (!f_) return;
   line_.clear();
   auto out = std::back_inserter(line_);
-  fmt::format_to(out, "{{\"comm\":{{\"bytes\":{}", r.comm_bytes);
+  fmt::format_to(out, "{{\"comm\":{{\"bytes\":{},\"calls\":{}", r.comm_bytes, r.comm_calls);
   append_number(line_, ",\"exposed_s\":", r.comm_exposed_s);
   append_number(line_, ",\"time_s\":", r.comm_time_s);
   append_number(line_, "},\"grad_norm\":", r.grad_norm);

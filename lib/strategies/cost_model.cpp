@@ -93,24 +93,23 @@ double crossing_fraction(int first, int stride, int n, int ranks_per_node) {
   return double(crossing) / n;
 }
 
-// The fewest of a group's ranks on any node the group uses.
-int fewest_on_a_node(int first, int stride, int n, int ranks_per_node) {
+// How many of a group's ranks are on each node it uses.
+std::map<int, int> ranks_on_nodes(int first, int stride, int n, int ranks_per_node) {
   std::map<int, int> on_node;
   for (int i = 0; i < n; ++i) ++on_node[(first + i * stride) / ranks_per_node];
-  int fewest = n;
-  for (const auto& [node, k] : on_node) fewest = std::min(fewest, k);
-  return fewest;
+  return on_node;
 }
 
 // The rings of all `groups` groups of one kind (group g: ranks g * first_step,
 // + stride, ...; every rank is in one). Where the shard size does not divide
 // the ranks per node, some groups cross a node boundary and others do not:
 // the bytes' split is the average over the groups (over ranks), and the time
-// is the slowest group's, so `spans` and `fewest` come from the worst one.
+// is the slowest group's, so `spans`, `fewest` and `nodes` come from the worst ones.
 struct RingSpan {
   double crossing = 0;  // average fraction of ring links that cross nodes
   bool spans = false;   // some group crosses a node boundary
   int fewest = 0;       // of the crossing groups, the fewest ranks of one on a node (n when none crosses)
+  int nodes = 1;        // the most nodes one group uses
 };
 RingSpan ring_span(int groups, int first_step, int stride, int n, int ranks_per_node) {
   RingSpan r{.fewest = n};
@@ -119,7 +118,9 @@ RingSpan ring_span(int groups, int first_step, int stride, int n, int ranks_per_
     r.crossing += f / groups;
     if (f > 0) {
       r.spans = true;
-      r.fewest = std::min(r.fewest, fewest_on_a_node(g * first_step, stride, n, ranks_per_node));
+      const std::map<int, int> on_nodes = ranks_on_nodes(g * first_step, stride, n, ranks_per_node);
+      for (const auto& [node, k] : on_nodes) r.fewest = std::min(r.fewest, k);
+      r.nodes = std::max(r.nodes, int(on_nodes.size()));
     }
   }
   return r;
@@ -218,27 +219,38 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
     const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
     const int64_t full_p = sh.padded_numel * f.param_bytes, full_r = sh.padded_numel * f.reduce_bytes;
     const bool emb_or_final = u == layout.embedding_unit() || u == layout.final_unit();
+    const int shard = s.S > 1 ? 1 : 0;  // a group of one rank issues nothing
     if (s.params_sharded) {
       // zero3: all-gather in forward and again in backward, except the
       // embedding and final units, which stay gathered through the
       // micro-batch; one reduce-scatter per micro-batch.
-      c.shard_bytes += a * ((emb_or_final ? 1 : 2) * ring(1, full_p, s.S) + ring(1, full_r, s.S));
+      const int gathers = emb_or_final ? 1 : 2;
+      c.shard_bytes += a * (gathers * ring(1, full_p, s.S) + ring(1, full_r, s.S));
+      c.shard_calls.gathers_scatters += shard * a * (gathers + 1);
     } else if (s.grads_sharded) {
       // zero2: reduce-scatter per micro-batch, all-gather of the updated shards per step.
       c.shard_bytes += a * ring(1, full_r, s.S) + ring(1, full_p, s.S);
       c.after_backward_bytes += ring(1, full_p, s.S);
+      c.shard_calls.gathers_scatters += shard * (a + 1);
+      c.after_backward_calls.gathers_scatters += shard;
     } else if (s.zero1) {
       // zero1: one reduce-scatter of the accumulated gradient, one all-gather of params.
       c.shard_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
       c.after_backward_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
+      c.shard_calls.gathers_scatters += 2 * shard;
+      c.after_backward_calls.gathers_scatters += 2 * shard;
     }
     // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
     const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;
     c.replicate_bytes += ring(2, reduced, s.R);
+    c.replicate_calls.all_reduces += s.R > 1 ? 1 : 0;
   }
   c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
   c.after_backward_bytes += ring(2, 4, s.S);
+  c.shard_calls.all_reduces += s.S > 1 ? 1 : 0;
+  c.after_backward_calls.all_reduces += s.S > 1 ? 1 : 0;
   c.bytes = c.shard_bytes + c.replicate_bytes;
+  c.calls = c.shard_calls.total() + c.replicate_calls.total();
   // Shard groups: S consecutive ranks, R of them; replicate groups: stride S, S of them.
   const RingSpan sg = ring_span(s.R, s.S, 1, s.S, p.ranks_per_node);
   const RingSpan rg = ring_span(s.S, 1, s.S, s.R, p.ranks_per_node);
@@ -246,6 +258,8 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
   c.replicate_group_spans_nodes = rg.spans;
   c.shard_group_ranks_per_node = sg.fewest;
   c.replicate_group_ranks_per_node = rg.fewest;
+  c.shard_group_nodes = sg.nodes;
+  c.replicate_group_nodes = rg.nodes;
   c.inter_bytes = int64_t(sg.crossing * double(c.shard_bytes) + rg.crossing * double(c.replicate_bytes));
   c.intra_bytes = c.bytes - c.inter_bytes;
   return c;

@@ -98,6 +98,19 @@ struct CommCost {
   // The fewest of the group's ranks on one node: a ring across nodes leaves
   // each node through the inter-node links of the group's ranks there.
   int shard_group_ranks_per_node = 1, replicate_group_ranks_per_node = 1;
+  // The most nodes one group of the kind spans (1: inside a node).
+  int shard_group_nodes = 1, replicate_group_nodes = 1;
+  // Collectives per rank per optimizer step, as the engine issues them (one
+  // per unit, never coalesced), by group and kind: a ring all-gather or
+  // reduce-scatter takes n-1 steps, an all-reduce 2(n-1), so their latency
+  // differs. `calls` is what the communicators count (CommTotals::calls).
+  struct Calls {
+    int64_t gathers_scatters = 0, all_reduces = 0;
+    int64_t total() const { return gathers_scatters + all_reduces; }
+  };
+  Calls shard_calls, replicate_calls;
+  Calls after_backward_calls;  // of shard_calls, those after backward (as after_backward_bytes)
+  int64_t calls = 0;
 };
 
 MemoryCost memory_cost(const Workload& w, const Placement& p);

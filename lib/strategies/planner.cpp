@@ -42,6 +42,13 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     c.intra_bw = gpu_ring_bandwidth("H100");  // 360 GB/s, NVLink 4's ring (nccl-tests, 8x H100 SXM)
     c.inter_bw = 45e9;   // 400 Gb/s InfiniBand (NDR: 46-48 GB/s measured per NIC)
     c.inter_links = c.ranks_per_node;  // one NIC per GPU (DGX/HGX H100: 8 x 400 Gb/s)
+    // NCCL's own tuning model (src/graph/tuning.cc, 2.19 to 2.21), Simple
+    // protocol: a ring hop over NVLink 3.4 us, over the network 14 us; a
+    // tree step 28 us over either (a 256 KiB chunk's worth).
+    c.base_lat = 8.4e-6;
+    c.intra_lat = 3.4e-6;
+    c.inter_lat = 14e-6;
+    c.tree_lat = 28e-6;
   } else {
     // The host's memory (or its cgroup's limit, a SLURM job's --mem) split
     // between the ranks on it; a few GFLOP/s per rank; shared-memory MPI
@@ -51,8 +58,23 @@ ClusterSpec ClusterSpec::defaults(const std::string& device, int world, int rank
     c.intra_bw = kHostIntraBw;
     c.inter_bw = 1.2e9;
     c.inter_links = 1;  // one 10 GbE NIC per node
+    c.base_lat = kHostBaseLat;
+    c.intra_lat = kHostIntraLat;
+    c.inter_lat = 25e-6;  // a TCP message over 10 GbE (an assumption; --inter-lat-us)
+    c.tree_lat = c.inter_lat;  // Open MPI's tree and recursive-doubling all-reduces, a message a step
   }
   return c;
+}
+
+double ClusterSpec::latency(bool all_reduce, int n, int nodes) const {
+  if (n <= 1) return 0;
+  const int steps = all_reduce ? 2 * (n - 1) : n - 1;
+  const int across = nodes <= 1 ? 0 : std::min(steps, all_reduce ? 2 * nodes : nodes - 1);
+  const double ring = base_lat + (steps - across) * intra_lat + across * inter_lat;
+  if (!all_reduce || nodes <= 1) return ring;
+  const int per_node = (n + nodes - 1) / nodes;
+  const double tree = 2 * (per_node - 1 + std::ceil(std::log2(double(nodes)))) * tree_lat;
+  return std::min(ring, tree);
 }
 
 double ClusterSpec::ring_bw(bool spans_nodes, int ranks_on_a_node) const {
@@ -86,11 +108,20 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   const double tokens_rank = double(w.micro_batch) * T * std::max(1, w.accum);
   r.compute_s = train_flops_per_token(w.model, T) * tokens_rank / (c.peak_flops * c.assumed_mfu) *
                 (w.activation_checkpointing ? 4.0 / 3.0 : 1.0);
-  const double shard_bw = c.ring_bw(r.comm.shard_group_spans_nodes, r.comm.shard_group_ranks_per_node);
-  const double rep_bw = c.ring_bw(r.comm.replicate_group_spans_nodes, r.comm.replicate_group_ranks_per_node);
-  const double serial = double(r.comm.after_backward_bytes) / shard_bw;
-  const double overlappable =
-      double(r.comm.shard_bytes - r.comm.after_backward_bytes) / shard_bw + double(r.comm.replicate_bytes) / rep_bw;
+  const CommCost& m = r.comm;
+  const double shard_bw = c.ring_bw(m.shard_group_spans_nodes, m.shard_group_ranks_per_node);
+  const double rep_bw = c.ring_bw(m.replicate_group_spans_nodes, m.replicate_group_ranks_per_node);
+  const auto latency = [&](const CommCost::Calls& k, int n, int nodes) {
+    return double(k.gathers_scatters) * c.latency(false, n, nodes) + double(k.all_reduces) * c.latency(true, n, nodes);
+  };
+  const int S = p.shard_size(), R = p.replicas();
+  const double shard_lat = latency(m.shard_calls, S, m.shard_group_nodes);
+  const double after_lat = latency(m.after_backward_calls, S, m.shard_group_nodes);
+  const double rep_lat = latency(m.replicate_calls, R, m.replicate_group_nodes);
+  r.latency_s = shard_lat + rep_lat;
+  const double serial = double(m.after_backward_bytes) / shard_bw + after_lat;
+  const double overlappable = double(m.shard_bytes - m.after_backward_bytes) / shard_bw + (shard_lat - after_lat) +
+                              double(m.replicate_bytes) / rep_bw + rep_lat;
   const bool params_sharded = sharding_rule(p.kind, p.hybrid_inner, p.shard_size()).params_sharded;
   const double window = r.compute_s * (params_sharded ? 1.0 : 2.0 / 3.0);
   r.comm_s = serial + overlappable;
@@ -149,9 +180,9 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
     if (!r.fits) too_big.push_back(r.placement.name());
   plan.reasoning = fmt::format(
       "{}: needs {} per rank of {} usable, predicted {:.3f} s per step ({:.0f} tokens/s), {} of communication per "
-      "step of which {:.3f} s is exposed.{}",
+      "step in {} collectives ({:.3f} s of latency), {:.3f} s of it exposed.{}",
       b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, b.tokens_per_s,
-      format_bytes(double(b.comm.bytes)), b.exposed_s,
+      format_bytes(double(b.comm.bytes)), b.comm.calls, b.latency_s, b.exposed_s,
       too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes across nodes, then fewer "
                         "bytes, then less memory)."
                       : fmt::format(" It is the fastest of those that fit; {} do not fit.", fmt::join(too_big, ", ")));
@@ -210,10 +241,12 @@ nlohmann::json plan_to_json(const Plan& p) {
                       {"intra_bytes", r.comm.intra_bytes},
                       {"inter_bytes", r.comm.inter_bytes},
                       {"shard_bytes", r.comm.shard_bytes},
-                      {"replicate_bytes", r.comm.replicate_bytes}}},
+                      {"replicate_bytes", r.comm.replicate_bytes},
+                      {"collectives", r.comm.calls}}},
                     {"fits", r.fits},
                     {"compute_s", r.compute_s},
                     {"comm_s", r.comm_s},
+                    {"latency_s", r.latency_s},
                     {"exposed_s", r.exposed_s},
                     {"step_s", r.step_s},
                     {"tokens_per_s", r.tokens_per_s}});
@@ -228,6 +261,10 @@ nlohmann::json plan_to_json(const Plan& p) {
             {"intra_bw", c.intra_bw},
             {"inter_bw", c.inter_bw},
             {"inter_links", c.inter_links},
+            {"base_lat", c.base_lat},
+            {"intra_lat", c.intra_lat},
+            {"inter_lat", c.inter_lat},
+            {"tree_lat", c.tree_lat},
             {"headroom", c.headroom}}},
           {"rows", rows},
           {"recommended", p.best >= 0 ? nlohmann::json(p.rows[size_t(p.best)].placement.name()) : nlohmann::json()},

@@ -10,7 +10,8 @@
 //               × 4/3 with activation checkpointing (forward recomputed);
 //   comm      = per group, bytes / bandwidth, where a ring that crosses a
 //               node boundary runs at the inter-node bandwidth (its slowest
-//               link) and one inside a node at the intra-node bandwidth;
+//               link) and one inside a node at the intra-node bandwidth,
+//               plus each collective's latency (ClusterSpec::latency);
 //   exposed   = what cannot hide behind compute: ddp and hybrid replicate
 //               all-reduces and zero2/zero3 reduce-scatters overlap backward
 //               (2/3 of compute), zero3 all-gathers overlap forward too (the
@@ -45,11 +46,21 @@ struct ClusterSpec {
   // at inter_bw x inter_links x k / ranks_per_node, at most intra_bw.
   double inter_bw = 0;
   int inter_links = 1;
+  // Latency of one collective, NCCL's model (src/graph/tuning.cc, the
+  // Simple protocol, which large buffers use). A ring: a fixed `base_lat`
+  // plus one hop per ring step, `inter_lat` for the steps that cross nodes
+  // and `intra_lat` for the others. An all-reduce across nodes may instead
+  // run as a tree, 2 x (ranks per node - 1 + log2 nodes) steps of
+  // `tree_lat`, and takes the lesser. Seconds.
+  double base_lat = 0, intra_lat = 0, inter_lat = 0, tree_lat = 0;
   double headroom = 0.9;
   // Shared-memory MPI inside a node: the CPU default's intra-node bandwidth,
   // and that of ranks sharing a GPU, whose MPI communicator stages through
   // host memory.
   static constexpr double kHostIntraBw = 3e9;
+  // Open MPI's shared-memory collectives, as bench_comm measures them on a
+  // 2-core host (an 8-byte all-gather on 2 ranks: about 8 us).
+  static constexpr double kHostBaseLat = 4e-6, kHostIntraLat = 4e-6;
   // Defaults for the device kind: "cuda" (H100-class: 80 GiB, 989 TFLOP/s
   // bf16, NVLink 360 GB/s, a 400 Gb/s InfiniBand NIC per GPU) or "cpu" (the memory
   // of this host, or its cgroup's limit (core/host_memory.hpp), shared by
@@ -58,6 +69,11 @@ struct ClusterSpec {
   // The ring bandwidth of a group: intra_bw inside a node; across nodes, with
   // `ranks_on_a_node` of its ranks on its emptiest node, as described above.
   double ring_bw(bool spans_nodes, int ranks_on_a_node) const;
+  // The latency of one collective over `n` ranks on `nodes` nodes: in a
+  // ring, an all-gather or reduce-scatter takes n-1 steps, nodes-1 of them
+  // across nodes; an all-reduce 2(n-1), 2 x nodes of them across (NCCL's
+  // count); an all-reduce across nodes, the lesser of that and the tree's.
+  double latency(bool all_reduce, int n, int nodes) const;
 };
 
 struct PlanRow {
@@ -65,6 +81,7 @@ struct PlanRow {
   MemoryCost mem;
   CommCost comm;
   double compute_s = 0, comm_s = 0, exposed_s = 0, step_s = 0, tokens_per_s = 0;
+  double latency_s = 0;  // of comm_s, the collectives' latency
   bool fits = false;
 };
 

@@ -77,7 +77,8 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
     const double ring = gpu_ring_bandwidth(gpu->name);
     least[0] = double(gpu->memory / gpu->ranks);
     least[1] = peak > 0 ? peak : cluster->peak_flops / gpu->ranks;
-    // Ranks sharing a GPU talk through the MPI communicator's host staging.
+    // Ranks sharing a GPU talk through the MPI communicator's host staging,
+    // at its bandwidth and latency.
     least[2] = gpu->ranks > 1 ? ClusterSpec::kHostIntraBw : ring > 0 ? ring : cluster->intra_bw;
   }
   MPI_Allreduce(MPI_IN_PLACE, least, 3, MPI_DOUBLE, MPI_MIN, base);
@@ -85,6 +86,10 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
   cluster->device_memory = int64_t(least[0]);
   cluster->peak_flops = least[1];
   cluster->intra_bw = least[2];
+  if (least[2] == ClusterSpec::kHostIntraBw) {
+    cluster->base_lat = ClusterSpec::kHostBaseLat;
+    cluster->intra_lat = ClusterSpec::kHostIntraLat;
+  }
   return fmt::format("{}: {}{}; the least of any rank", gpu->name, format_bytes(double(gpu->memory)),
                      gpu->ranks > 1 ? fmt::format(" shared by {} ranks", gpu->ranks) : "");
 }
@@ -947,7 +952,7 @@ struct Trainer::Impl {
     const float loss_scale = 1.f / float(tokens_per_step);
     double steady_time = 0, steady_comm = 0, steady_exposed = 0;
     int steady_steps = 0;
-    int64_t comm_bytes = 0;
+    int64_t comm_bytes = 0, comm_calls = 0;
     Timer run_timer;
     for (int step = start_step; step < cfg.steps; ++step) {
       std::optional<trace::Span> step_span(std::in_place, "step", "step", step + 1);
@@ -1006,6 +1011,7 @@ struct Trainer::Impl {
       step_span.reset();
       const CommTotals comm = comm_since_reset();
       comm_bytes = comm.bytes;
+      comm_calls = comm.calls;
       if (step >= start_step + kWarmupSteps || cfg.steps - start_step <= kWarmupSteps) {
         steady_time += dt;
         steady_comm += comm.time_s;
@@ -1032,6 +1038,7 @@ struct Trainer::Impl {
       rec.mem_buffers = mm[4];
       rec.mem_peak = mm[5];
       rec.comm_bytes = comm.bytes;
+      rec.comm_calls = comm.calls;
       rec.comm_time_s = comm.time_s;
       rec.comm_exposed_s = comm.exposed_s;
       rec.skipped = skipped;
@@ -1093,6 +1100,7 @@ struct Trainer::Impl {
     sum.hybrid_inner = cfg.hybrid_inner;
     sum.peak_bytes = mm[5];
     sum.comm_bytes_per_step = comm_bytes;
+    sum.comm_calls_per_step = comm_calls;
     sum.sample_comm_bytes = last_sample_bytes;
     sum.eval_comm_bytes = last_eval_bytes;
     if (steady_steps > 0) {
@@ -1122,6 +1130,7 @@ struct Trainer::Impl {
                    {"model_state_bytes", sum.model_state_bytes},
                    {"peak_bytes", sum.peak_bytes},
                    {"comm_bytes_per_step", sum.comm_bytes_per_step},
+                   {"comm_calls_per_step", sum.comm_calls_per_step},
                    {"comm_time_s", sum.comm_s_per_step},
                    {"exposed_comm_s", sum.exposed_s_per_step},
                    {"overlap", overlap},

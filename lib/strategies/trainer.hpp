@@ -28,6 +28,7 @@ struct TrainSummary {
   int64_t buffer_bytes = 0;       // transient gathered units / unit gradients, max over ranks
   int64_t peak_bytes = 0;         // max over ranks
   int64_t comm_bytes_per_step = 0;
+  int64_t comm_calls_per_step = 0;  // collectives this rank issued in the last step
   int64_t sample_comm_bytes = 0;  // sent by this rank during the run's last sample (0: none, or nothing to gather)
   int64_t eval_comm_bytes = 0;    // sent by this rank during the run's last validation (the same)
   std::string strategy, mesh, hybrid_inner;  // as run (strategy auto: the planner's choice)

@@ -81,14 +81,17 @@ TEST(Planner, PredictionsEqualMeasuredForEveryStrategy) {
       const CommCost comm = comm_cost(w, p);
       EXPECT_EQ(got.model_state_bytes, mem.model_state());
       EXPECT_EQ(got.comm_bytes_per_step, comm.bytes);
+      EXPECT_EQ(got.comm_calls_per_step, comm.calls);
       EXPECT_NEAR(double(got.activation_bytes), double(mem.activations), 0.2 * double(got.activation_bytes));
       EXPECT_LE(got.buffer_bytes, mem.buffers);
       // One node: nothing crosses a node boundary.
       EXPECT_EQ(comm.inter_bytes, 0);
       if (test::env().rank() == 0)
-        fmt::print("{:<28} state {:>9} = {:>9} | comm {:>9} = {:>9} | act {:>9} ~ {:>9} | buffers {:>8} <= {:>8}\n",
+        fmt::print("{:<28} state {:>9} = {:>9} | comm {:>9} = {:>9} in {:>3} = {:>3} | act {:>9} ~ {:>9} | buffers "
+                   "{:>8} <= {:>8}\n",
                    what, got.model_state_bytes, mem.model_state(), got.comm_bytes_per_step, comm.bytes,
-                   got.activation_bytes, mem.activations, got.buffer_bytes, mem.buffers);
+                   got.comm_calls_per_step, comm.calls, got.activation_bytes, mem.activations, got.buffer_bytes,
+                   mem.buffers);
     }
   }
 }
@@ -281,7 +284,7 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
                                   [&](const PlanRow& r) { return r.placement.name() == pl.name(); });
     ASSERT_NE(row, p.rows.end());
     const double want = double(c.shard_bytes) / gpu.ring_bw(k.shard_spans, k.shard_k) +
-                        double(c.replicate_bytes) / gpu.ring_bw(k.replicate_spans, k.replicate_k);
+                        double(c.replicate_bytes) / gpu.ring_bw(k.replicate_spans, k.replicate_k) + row->latency_s;
     EXPECT_NEAR(row->comm_s, want, 1e-9 * want);
   }
   // Ranks split unevenly: a shard group of 12 on nodes of 8 has 8 on one node and 4 on the next.
@@ -307,6 +310,88 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
   cpu.inter_links = 4;  // --inter-links 4: a link per rank
   EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 1), 1.2e9);
   EXPECT_DOUBLE_EQ(cpu.ring_bw(true, 4), cpu.intra_bw);  // 4.8 GB/s across, the host's 3 GB/s bounds it
+}
+
+// Every collective costs a latency, NCCL's own model of it (src/graph/
+// tuning.cc, the Simple protocol): 8.4 us plus 3.4 us per ring step over
+// NVLink and 14 us per step across nodes, or, for an all-reduce across
+// nodes, a tree's 2 x (ranks per node - 1 + log2 nodes) steps of 28 us where
+// that is less. The engine issues one collective per unit and pass (the
+// counts are checked against the trainer's in PredictionsEqualMeasured...),
+// so on many ranks a small model's step is latency, and the planner keeps
+// the long rings off it.
+TEST(Planner, EveryCollectiveAddsNcclsLatency) {
+  const ClusterSpec gpu = ClusterSpec::defaults("cuda", 64, 8);
+  const double us = 1e-6;
+  EXPECT_NEAR(gpu.latency(false, 8, 1), (8.4 + 7 * 3.4) * us, 1e-12);   // all-gather in a node: 7 hops
+  EXPECT_NEAR(gpu.latency(true, 8, 1), (8.4 + 14 * 3.4) * us, 1e-12);   // all-reduce: 14
+  EXPECT_NEAR(gpu.latency(false, 64, 8), (8.4 + 56 * 3.4 + 7 * 14) * us, 1e-12);  // 7 of 63 steps across
+  // All-reduces across nodes: 64 on 8 nodes, the ring's 8.4 + 110 x 3.4 + 16 x 14 = 606.4 us against
+  // the tree's 2 x (7 + 3) x 28 = 560 us; one rank on each of 8 nodes, 204.4 against 168; 16 on 2
+  // nodes, 152.8 against 448.
+  EXPECT_NEAR(gpu.latency(true, 64, 8), 560 * us, 1e-12);
+  EXPECT_NEAR(gpu.latency(true, 8, 8), 168 * us, 1e-12);
+  EXPECT_NEAR(gpu.latency(true, 16, 2), (8.4 + 26 * 3.4 + 4 * 14) * us, 1e-12);
+  EXPECT_EQ(gpu.latency(true, 1, 1), 0);
+
+  Workload w;
+  w.model = preset("gpt2-124m");  // 14 units: the embedding, 12 blocks, the final LayerNorm
+  w.seq_len = 1024;
+  w.micro_batch = 1;
+  w.accum = 2;
+  w.format = NumericFormat::bf16(true);
+  struct Case {
+    StrategyKind kind;
+    MeshShape mesh;
+    int64_t shard_gs, shard_ar, after_gs, after_ar, replicate_ar;
+    int shard_nodes, replicate_nodes;
+  };
+  const Plan p = make_plan(w, gpu);
+  for (const Case& k : {
+           Case{StrategyKind::kDdp, {1, 64}, 0, 0, 0, 0, 14, 1, 8},
+           Case{StrategyKind::kZero1, {1, 64}, 28, 1, 28, 1, 0, 8, 1},          // after backward, all of them
+           Case{StrategyKind::kZero2, {1, 64}, 2 * 14 + 14, 1, 14, 1, 0, 8, 1},  // a reduce-scatter per micro-batch
+           Case{StrategyKind::kZero3, {1, 64}, 2 * (26 + 14), 1, 0, 1, 0, 8, 1},  // 26 gathers, 14 scatters
+           Case{StrategyKind::kHybrid, {8, 8}, 2 * (26 + 14), 1, 0, 1, 14, 1, 8},
+       }) {
+    const Placement pl = make_placement(k.kind, StrategyKind::kZero3, k.mesh, 8);
+    SCOPED_TRACE(pl.name());
+    const CommCost c = comm_cost(w, pl);
+    EXPECT_EQ(c.shard_calls.gathers_scatters, k.shard_gs);
+    EXPECT_EQ(c.shard_calls.all_reduces, k.shard_ar);
+    EXPECT_EQ(c.after_backward_calls.gathers_scatters, k.after_gs);
+    EXPECT_EQ(c.after_backward_calls.all_reduces, k.after_ar);
+    EXPECT_EQ(c.replicate_calls.all_reduces, k.replicate_ar);
+    EXPECT_EQ(c.replicate_calls.gathers_scatters, 0);
+    EXPECT_EQ(c.calls, k.shard_gs + k.shard_ar + k.replicate_ar);
+    EXPECT_EQ(c.shard_group_nodes, k.shard_nodes);
+    EXPECT_EQ(c.replicate_group_nodes, k.replicate_nodes);
+    const auto row = std::find_if(p.rows.begin(), p.rows.end(),
+                                  [&](const PlanRow& r) { return r.placement.name() == pl.name(); });
+    ASSERT_NE(row, p.rows.end());
+    const int S = pl.shard_size(), R = pl.replicas();
+    const double want = double(k.shard_gs) * gpu.latency(false, S, k.shard_nodes) +
+                        double(k.shard_ar) * gpu.latency(true, S, k.shard_nodes) +
+                        double(k.replicate_ar) * gpu.latency(true, R, k.replicate_nodes);
+    EXPECT_NEAR(row->latency_s, want, 1e-12);
+    if (k.kind == StrategyKind::kZero1) EXPECT_NEAR(row->exposed_s, row->comm_s, 1e-12);  // nothing to hide behind
+  }
+  // 256 ranks, one sequence each: without latency zero3 (the least memory, everything hidden)
+  // looks best; with it, zero3's 81 rings of 256 ranks cost about 0.05 s, over ten times the compute,
+  // and the planner keeps the shard group to a node or two.
+  w.accum = 1;
+  ClusterSpec big = ClusterSpec::defaults("cuda", 256, 8);
+  const Plan with = make_plan(w, big);
+  big.base_lat = big.intra_lat = big.inter_lat = big.tree_lat = 0;
+  const Plan without = make_plan(w, big);
+  ASSERT_GE(with.best, 0);
+  ASSERT_GE(without.best, 0);
+  EXPECT_EQ(without.rows[size_t(without.best)].placement.kind, StrategyKind::kZero3);
+  const Placement chosen = with.rows[size_t(with.best)].placement;
+  EXPECT_EQ(chosen.kind, StrategyKind::kHybrid) << chosen.name();
+  EXPECT_LE(chosen.shard_size(), 16) << chosen.name();
+  EXPECT_GT(with.rows[3].latency_s, 10 * with.rows[3].compute_s);  // zero3
+  EXPECT_NE(with.reasoning.find("collectives"), std::string::npos) << with.reasoning;
 }
 
 TEST(Planner, StrategyAutoRunsThePlannersChoice) {

@@ -32,7 +32,11 @@ nlohmann::json as_json(const StepRecord& r) {
                         {"activations", r.mem_activations},
                         {"buffers", r.mem_buffers},
                         {"peak", r.mem_peak}}},
-                      {"comm", {{"bytes", r.comm_bytes}, {"time_s", r.comm_time_s}, {"exposed_s", r.comm_exposed_s}}}};
+                      {"comm",
+                       {{"bytes", r.comm_bytes},
+                        {"calls", r.comm_calls},
+                        {"time_s", r.comm_time_s},
+                        {"exposed_s", r.comm_exposed_s}}}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
   if (r.hellaswag_acc)
     j["hellaswag"] = {{"acc", *r.hellaswag_acc}, {"acc_norm", *r.hellaswag_acc_norm}, {"examples", r.hellaswag_examples}};
@@ -54,6 +58,7 @@ TEST(Metrics, StepRecordIsWhatNlohmannJsonWrites) {
   records[0].mem_params = 474112;
   records[0].mem_peak = int64_t(1) << 40;
   records[0].comm_bytes = 123456789012;
+  records[0].comm_calls = 45;
   records[0].comm_time_s = 1e-7;
   records[1] = {2, 3.0, 0.0, 1e300, -2.5e-5, 0, 12};  // whole numbers, exponents, a negative
   records[1].val_loss = 4.25;
