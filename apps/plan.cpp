@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "command_line.hpp"
 #include "core/bytes.hpp"
@@ -84,19 +85,12 @@ int main(int argc, char** argv) {
                  "links between nodes per node, each --inter-gbps (default: cuda one per GPU, i.e. "
                  "--ranks-per-node; cpu 1); a ring across nodes gets its ranks' share of them")
       ->check(gpt::kPositiveInt);
-  app.add_option("--base-lat-us", base_lat_us,
-                 "latency of every collective, in microseconds (default: 8.4 on cuda, NCCL's ring; 4 on cpu)")
-      ->check(gpt::kNonNegativeReal);
-  app.add_option("--intra-lat-us", intra_lat_us,
-                 "latency of a ring step inside a node, in microseconds (default: 3.4 on cuda, NVLink; 4 on cpu)")
-      ->check(gpt::kNonNegativeReal);
-  app.add_option("--inter-lat-us", inter_lat_us,
-                 "latency of a ring step across nodes, in microseconds (default: 14 on cuda; 25 on cpu)")
-      ->check(gpt::kNonNegativeReal);
-  app.add_option("--tree-lat-us", tree_lat_us,
-                 "latency of a tree step of an all-reduce across nodes, in microseconds (default: 28 on cuda, "
-                 "NCCL's; 25 on cpu)")
-      ->check(gpt::kNonNegativeReal);
+  for (auto [flag, value, what] : {
+           std::tuple{"--base-lat-us", &base_lat_us, "every collective (default: 8.4 on cuda, NCCL's ring; 4 on cpu)"},
+           {"--intra-lat-us", &intra_lat_us, "a ring step inside a node (default: 3.4 on cuda, NVLink; 4 on cpu)"},
+           {"--inter-lat-us", &inter_lat_us, "a ring step across nodes (default: 14 on cuda; 25 on cpu)"},
+           {"--tree-lat-us", &tree_lat_us, "a tree step of an all-reduce across nodes (default: 28 on cuda; 25 on cpu)"}})
+    app.add_option(flag, *value, std::string("latency in microseconds of ") + what)->check(gpt::kNonNegativeReal);
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str()
       ->check(gpt::kFraction);
   app.add_option("--json", json_out, "also write the plan as JSON to this file");

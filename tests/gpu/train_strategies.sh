@@ -220,9 +220,12 @@ if [ -n "$emulated" ]; then
     grep -qF "3.0 MiB per rank (--device-mem), 3 GB/s inside a node" "$work/auto_gpu_flag.log" ||
     { echo "FAILED: --strategy auto: the memory per rank or the bandwidth"; cat "$work/auto_gpu_own.log" \
       "$work/auto_gpu_flag.log"; exit 1; }
+  # Ranks sharing a GPU talk through the MPI communicator's host staging: its
+  # bandwidth and its latency (ClusterSpec::kHostIntraBw, kHostBaseLat, kHostIntraLat).
   for bw in 360 3; do
+    host=(); [ "$bw" = 3 ] && host=(--base-lat-us 4 --intra-lat-us 4)
     "$build/apps/plan" --config "$work/tiny.toml" --n-head 2 --ranks 2 --device cuda --device-mem 3MiB \
-      --intra-gbps $bw --json "$work/auto_gpu_plan_$bw.json" > /dev/null
+      --intra-gbps $bw "${host[@]}" --json "$work/auto_gpu_plan_$bw.json" > /dev/null
   done
   python3 - "$work/auto_gpu_plan_360.json" "$work/auto_gpu_plan_3.json" "$work/auto_gpu_own.jsonl" \
     "$work/auto_gpu_per_rank.jsonl" "$work/auto_gpu_flag.jsonl" <<'PY'
