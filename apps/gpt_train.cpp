@@ -22,6 +22,7 @@
 #include "comm/mpi_env.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 #include "core/stop_signal.hpp"
 #include "io/run_config.hpp"
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
     comm_timeout_s = cfg.comm_timeout_s;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-    gpt::log0("{} ranks on {} node(s), {} per node{}", env->size(), env->num_nodes(), env->local_size(),
+    gpt::log0("{} on {}, {} per node{}", gpt::count_of(env->size(), "rank"), gpt::count_of(env->num_nodes(), "node"),
+              env->local_size(),
               env->uniform() ? "" : " (uneven)");
     if (const std::string slurm = env->slurm_summary(); !slurm.empty()) {
       // Every rank checks its own ids; disagreement is worth a warning, not an error (mpirun inside sbatch).

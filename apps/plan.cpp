@@ -15,6 +15,7 @@
 #include "command_line.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/plural.hpp"
 #include "io/run_config.hpp"
 #include "model/flops.hpp"
 #include "model/layout.hpp"
@@ -168,10 +169,11 @@ int main(int argc, char** argv) {
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
                 w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
-    std::printf("cluster: %d ranks, %d per node (%d nodes), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
+    std::printf("cluster: %s, %d per node (%s), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %d x %.3g GB/s across; latency %.3g us per collective + %.3g us per "
                 "ring step inside a node, %.3g us across, %.3g us per tree step\n\n",
-                ranks, rpn, ranks / rpn, format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
+                count_of(ranks, "rank").c_str(), rpn, count_of(ranks / rpn, "node").c_str(),
+                format_bytes(double(c.device_memory)).c_str(), c.peak_flops / 1e12,
                 100 * c.assumed_mfu, c.intra_bw / 1e9, c.inter_links, c.inter_bw / 1e9, c.base_lat * 1e6,
                 c.intra_lat * 1e6, c.inter_lat * 1e6, c.tree_lat * 1e6);
     std::fputs(format_plan(p).c_str(), stdout);

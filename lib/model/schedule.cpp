@@ -52,20 +52,27 @@ float LRSchedule::at(int step) const {
   return static_cast<float>(min_lr + coeff * (lr - min_lr));
 }
 
+namespace {
+// "steps 7-20", or "step 20" for a span of one.
+std::string steps(int first, int last) {
+  return first == last ? fmt::format("step {}", last) : fmt::format("steps {}-{}", first, last);
+}
+}  // namespace
+
 std::string LRSchedule::describe() const {
   // Logged step k is 0-based step k - 1. The decay's first step still has lr
   // (progress 0), so the LR is below lr from logged step decay_start() + 2.
   if (warmup >= total_steps)  // the run ends inside the warm-up: no stable phase, no decay
-    return fmt::format("warm-up over steps 1-{}; the run ends in it, at step {} with {:.3g} of {}", warmup,
+    return fmt::format("warm-up over {}; the run ends in it, at step {} with {:.3g} of {}", steps(1, warmup),
                        total_steps, at(total_steps - 1), lr);
-  std::string out = warmup > 0 ? fmt::format("warm-up over steps 1-{}, ", warmup) : "";
+  std::string out = warmup > 0 ? fmt::format("warm-up over {}, ", steps(1, warmup)) : "";
   if (decay == LRDecay::kConstant) return out + fmt::format("{} constant", lr);
   const int stable_end = std::min(decay_start() + 1, total_steps);
   if (stable_end <= warmup) return out + fmt::format("then {} decay towards {}", to_string(decay), min_lr);
   out += fmt::format("{} through step {}", lr, stable_end);
   if (stable_end == total_steps) return out;
-  return out + fmt::format(", then {} decay over steps {}-{} towards {}", to_string(decay), stable_end + 1,
-                           total_steps, min_lr);
+  return out + fmt::format(", then {} decay over {} towards {}", to_string(decay), steps(stable_end + 1, total_steps),
+                           min_lr);
 }
 
 }  // namespace gpt

@@ -15,6 +15,7 @@
 #include "core/host_heap.hpp"
 #include "core/logging.hpp"
 #include "core/memory.hpp"
+#include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 #include "core/stop_signal.hpp"
 #include "core/threads.hpp"
@@ -176,7 +177,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
   const std::string across = world > cluster.ranks_per_node
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
-  log0("strategy auto: plan for {} ranks, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}", world,
+  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}", count_of(world, "rank"),
        cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from, cluster.intra_bw / 1e9, across,
        format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
@@ -473,8 +474,8 @@ struct Trainer::Impl {
     loader.seek(meta.data);
     optimizer_updates = meta.optimizer_updates;
     skipped_in_a_row = int(meta.skipped_in_a_row);
-    log0("resumed from {} (step {}, written by {} on {} ranks, mesh {}) in {:.2f} s", resume_path, meta.step,
-         meta.strategy, meta.world_size, meta.mesh, t.seconds());
+    log0("resumed from {} (step {}, written by {} on {}, mesh {}) in {:.2f} s", resume_path, meta.step, meta.strategy,
+         count_of(meta.world_size, "rank"), meta.mesh, t.seconds());
     return int(meta.step);
   }
 
@@ -876,7 +877,7 @@ struct Trainer::Impl {
          layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
          cfg.gpt.padded_vocab(), cfg.seq_len);
     if (!comm_note.empty()) log0("{}", comm_note);
-    log0("strategy {} on {} ranks, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, world,
+    log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, count_of(world, "rank"),
          to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
     if (backend)
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
@@ -889,10 +890,10 @@ struct Trainer::Impl {
            cfg.micro_batch, cfg.seq_len);
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
-    log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {} threads; GEMM peak "
+    log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "
          "{:.1f} GFLOP/s",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
-         num_threads(), gemm_peak / 1e9);
+         count_of(num_threads(), "thread"), gemm_peak / 1e9);
     log0("learning rate: {}", sched.describe());
     if (cfg.warmup > cfg.steps)
       warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
@@ -922,8 +923,8 @@ struct Trainer::Impl {
       // The validation reads the same sequences at every evaluation; more
       // than the data hold wrap around and count some twice.
       const int64_t read = int64_t(cfg.val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
-      log0("validation: {} batches of {} x {} ranks = {} sequences; the validation data hold {}", cfg.val_batches,
-           cfg.micro_batch, world, read, held);
+      log0("validation: {} batches of {} x {} = {} sequences; the validation data hold {}", cfg.val_batches,
+           cfg.micro_batch, count_of(world, "rank"), read, held);
       if (read > held)
         warn0("validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "
               "than once in the validation loss; --val-batches {} reads each at most once",
@@ -1138,7 +1139,7 @@ struct Trainer::Impl {
                    {"final_val_loss", sum.final_val_loss},
                    {"final_hellaswag_acc", sum.final_hellaswag_acc},
                    {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
-    log0("summary ({} ranks, {}, mesh {}; steps after {} warm-up):", world, cfg.strategy, to_string(mesh.shape()),
+    log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy, to_string(mesh.shape()),
          kWarmupSteps);
     log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
          sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,

@@ -187,6 +187,9 @@ TEST(Schedule, DescribesItselfInLoggedStepNumbers) {
             "warm-up over steps 1-30; the run ends in it, at step 20 with 0.002 of 0.003");
   EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 20, 20, LRDecay::kConstant}.describe()),
             "warm-up over steps 1-20; the run ends in it, at step 20 with 0.003 of 0.003");
+  // Spans of one step say so.
+  EXPECT_EQ((LRSchedule{0.003f, 0.0003f, 1, 3}.describe()),
+            "warm-up over step 1, 0.003 through step 2, then cosine decay over step 3 towards 0.0003");
 }
 
 TEST(Schedule, DecayNamesParseAndUnknownOnesAreErrors) {
