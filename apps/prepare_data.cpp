@@ -147,6 +147,16 @@ int main(int argc, char** argv) {
       throw gpt::DataError(fmt::format("{}: no text to tokenise ({} bytes); no shard written",
                                        inputs.size() == 1 ? inputs[0] : fmt::format("{} inputs", inputs.size()),
                                        reader.total_bytes()));
+    // Asked for a validation split and got none: the split falls between
+    // JSON documents, and in a compressed file it is only as fine as the
+    // decoder's blocks, so a small input may leave nothing after it.
+    if (val_fraction > 0 && val.total() == 0)
+      std::fprintf(stderr,
+                   "warning: no validation tokens: no document starts in the last %g%% of the input (%llu of %llu "
+                   "bytes), or it is inside a compressed file's first block (64 KiB of text or more); give more "
+                   "input, a larger --val-fraction, or a separate validation input\n",
+                   100 * val_fraction, static_cast<unsigned long long>(val_fraction * double(reader.total_bytes())),
+                   static_cast<unsigned long long>(reader.total_bytes()));
     std::printf("prepare_data: %zu file(s), %llu bytes -> %lld train tokens in %d shard(s), %lld val tokens in %d "
                 "shard(s) under %s\n",
                 inputs.size(), static_cast<unsigned long long>(reader.total_bytes()),

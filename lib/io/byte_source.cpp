@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #ifdef GPT_HAVE_ZLIB
 #include <zlib.h>
@@ -191,6 +192,14 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
 #else
     throw DataError(fmt::format("{}: a zstd file, but this build has no libzstd (install libzstd-dev, rebuild)", path));
 #endif
+  }
+  for (const char* suffix : {".gz", ".zst"}) {
+    const size_t k = std::strlen(suffix);
+    if (path.size() >= k && path.compare(path.size() - k, k, suffix) == 0)
+      throw DataError(fmt::format("{}: named {} but not {} data ({}): a damaged or mislabelled file", path, suffix,
+                                  suffix[1] == 'g' ? "gzip" : "zstd",
+                                  n == 0 ? std::string("it is empty")
+                                         : fmt::format("its first bytes are {:02x}", fmt::join(magic, magic + n, " "))));
   }
   return std::make_unique<PlainSource>(path);
 }

@@ -1,6 +1,8 @@
 // The bytes of an input file, decompressed when it is gzip or zstd (as web
 // corpora ship JSON lines: C4 and Dolma *.json.gz, the Pile *.jsonl.zst).
-// The kind is told by the file's first bytes, not its name.
+// The kind is told by the file's first bytes, not its name; a name that says
+// .gz or .zst over bytes that are not is an error (a damaged or mislabelled
+// file would otherwise be tokenised as text).
 #pragma once
 
 #include <cstddef>
@@ -25,8 +27,9 @@ class ByteSource {
 };
 
 // Opens `path`: plain, gzip (1f 8b) or zstd (28 b5 2f fd). Throws DataError
-// naming the file if it cannot be opened, or for a compression this build
-// lacks (zlib or libzstd missing at build time).
+// naming the file if it cannot be opened, for a compression this build
+// lacks (zlib or libzstd missing at build time), or for a name ending in .gz
+// or .zst over a file that does not start with that format's magic.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
 
 }  // namespace gpt

@@ -14,6 +14,7 @@ printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
 # JSON-lines inputs of prepare_data: line 3 is not JSON; line 2 has no "text".
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"
+printf '{"text": "a single document"}\n' > "$out/one_doc.jsonl"  # too little for a validation split
 printf '{"text": "one"}\n["two"]\n' > "$out/array.jsonl"
 # What a checkpoint's directory holds (contents not read): --resume given its state.h5.
 mkdir -p "$out/ckpt/step_00000001"
@@ -49,6 +50,7 @@ for i in $(seq 2000); do printf '{"text": "line %d of a document that repeats it
 gzip -c "$out/docs.jsonl" > "$out/cut.jsonl.gz"
 zstd -q -c "$out/docs.jsonl" > "$out/cut.jsonl.zst"
 truncate -s -100 "$out/cut.jsonl.gz" "$out/cut.jsonl.zst"
+cp "$out/docs.jsonl" "$out/notgzip.jsonl.gz"  # named .gz, but plain JSON lines
 gzip -c "$out/docs.jsonl" > "$out/damaged.jsonl.gz"
 printf 'XXXXXXXXXXXXXXXX' | dd of="$out/damaged.jsonl.gz" bs=1 seek=200 conv=notrunc status=none
 # Zero padding after the last member is accepted; a non-zero byte in it is not.
