@@ -35,7 +35,9 @@ T parse_number(const std::string& key, const std::string& v) {
   auto [p, ec] = std::from_chars(b, e, out);
   if (ec != std::errc() || p != e)
     throw ConfigError(fmt::format("invalid {} = '{}': expected {}", key, v,
-                                  std::is_integral_v<T> ? "an integer" : "a number"));
+                                  std::is_unsigned_v<T>  ? "an integer >= 0"
+                                  : std::is_integral_v<T> ? "an integer"
+                                                          : "a number"));
   return out;
 }
 
