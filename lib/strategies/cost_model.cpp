@@ -234,11 +234,12 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
       c.shard_calls.gathers_scatters += shard * (a + 1);
       c.after_backward_calls.gathers_scatters += shard;
     } else if (s.zero1) {
-      // zero1: one reduce-scatter of the accumulated gradient, one all-gather of params.
+      // zero1: one reduce-scatter of the accumulated gradient (in the last
+      // micro-batch's backward), one all-gather of params after the step.
       c.shard_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
-      c.after_backward_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
+      c.after_backward_bytes += ring(1, full_p, s.S);
       c.shard_calls.gathers_scatters += 2 * shard;
-      c.after_backward_calls.gathers_scatters += 2 * shard;
+      c.after_backward_calls.gathers_scatters += shard;
     }
     // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
     const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;

@@ -93,7 +93,7 @@ struct CommCost {
   int64_t shard_bytes = 0;   // in the shard group (all-gathers, reduce-scatters, the norm)
   int64_t replicate_bytes = 0;  // in the replicate group (ddp all-reduce, hybrid's across-replica all-reduce)
   int64_t after_backward_bytes = 0;  // shard-group bytes that cannot start before backward ends
-                                     // (zero1's reduce-scatter, post-step parameter all-gathers, the norm)
+                                     // (post-step parameter all-gathers, the norm)
   bool shard_group_spans_nodes = false, replicate_group_spans_nodes = false;
   // The fewest of the group's ranks on one node: a ring across nodes leaves
   // each node through the inter-node links of the group's ranks there.

@@ -4,7 +4,7 @@
 //
 //            params              grads                      reduction                 optimizer state
 //   ddp      full                full                       all-reduce over R, bucketed, on the last micro-batch
-//   zero1    full                full (accumulated)         one reduce-scatter per step; all-gather params after
+//   zero1    full                full (accumulated)         reduce-scatter per unit on the last micro-batch; all-gather params after
 //   zero2    full                shard accumulator          reduce-scatter per unit per micro-batch; all-gather params after
 //   zero3    shard (+gathered)   shard accumulator          all-gather per unit in forward and backward; reduce-scatter per unit
 //   hybrid   zero3 or zero2 inside the shard group (S), plus an all-reduce of the owned gradient shard across the
@@ -193,6 +193,13 @@ class DataParallel final : public Strategy {
         drain(pending_.front());
         pending_.pop_front();
       }
+    } else if (zero1_ && last_) {
+      // zero1: the accumulated gradient is final once the last micro-batch's
+      // backward is done with the unit: its reduce-scatter overlaps the rest
+      // of backward, as ddp's all-reduce does (DeepSpeed's overlap_comm).
+      Block& buf = reduce_buffer(u);
+      u.reduce = shard_->reduce_scatter_async(buf.data(), buf.at(u.sh.begin), size_t(u.sh.shard_numel), rt_,
+                                              ReduceOp::kSum);
     } else if (!shard_ && rep_ && last_) {
       // ddp: bucket units in backward order; a full bucket is all-reduced
       // at once, asynchronously, while the rest of backward runs.
@@ -208,14 +215,6 @@ class DataParallel final : public Strategy {
     while (!pending_.empty()) {
       drain(pending_.front());
       pending_.pop_front();
-    }
-    if (zero1_) {
-      for (Unit& u : units_) {
-        Block& buf = reduce_buffer(u);
-        u.reduce = shard_->reduce_scatter_async(buf.data(), buf.at(u.sh.begin), size_t(u.sh.shard_numel), rt_,
-                                                ReduceOp::kSum);
-      }
-      for (Unit& u : units_) wait(u.reduce);
     }
     for (Unit& u : units_) wait(u.replicate);  // hybrid: issued by drain() during backward
   }

@@ -13,10 +13,10 @@
 //               link) and one inside a node at the intra-node bandwidth,
 //               plus each collective's latency (ClusterSpec::latency);
 //   exposed   = what cannot hide behind compute: ddp and hybrid replicate
-//               all-reduces and zero2/zero3 reduce-scatters overlap backward
-//               (2/3 of compute), zero3 all-gathers overlap forward too (the
-//               whole compute); zero1's reduce-scatter and every post-step
-//               parameter all-gather wait for the backward to end;
+//               all-reduces and zero1/zero2/zero3 reduce-scatters overlap
+//               backward (2/3 of compute), zero3 all-gathers overlap forward
+//               too (the whole compute); every post-step parameter
+//               all-gather waits for the backward to end;
 //   step      = compute + exposed.
 // A placement fits when params + grads + optimizer + activations + buffers
 // (+ sampling's key/value cache when the run samples) stay under `headroom` of the device memory (the rest is left for the
