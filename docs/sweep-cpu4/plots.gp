@@ -8,19 +8,19 @@ set xtics rotate by -30 noenhanced
 set key top right noenhanced
 set yrange [0:*]
 
-set output 'docs/sweep-cpu4/throughput.png'
+set output '/work/main/docs/sweep-cpu4/throughput.png'
 set title 'Throughput per strategy (4 ranks)'
 set ylabel 'tokens / s'
 set style histogram clustered
-plot 'docs/sweep-cpu4/plot.dat' using 2:xtic(1) title 'tokens/s' lc rgb '#3b75af'
-set output 'docs/sweep-cpu4/memory.png'
+plot '/work/main/docs/sweep-cpu4/plot.dat' using 2:xtic(1) title 'tokens/s' lc rgb '#3b75af'
+set output '/work/main/docs/sweep-cpu4/memory.png'
 set title 'Memory per rank'
 set ylabel 'MiB'
-plot 'docs/sweep-cpu4/plot.dat' using 3:xtic(1) title 'model state (params+grads+optim)' lc rgb '#519e3e', \
+plot '/work/main/docs/sweep-cpu4/plot.dat' using 3:xtic(1) title 'model state (params+grads+optim)' lc rgb '#519e3e', \
      '' using 4 title 'peak' lc rgb '#ef8636'
-set output 'docs/sweep-cpu4/breakdown.png'
+set output '/work/main/docs/sweep-cpu4/breakdown.png'
 set title 'Step time: compute vs exposed communication'
 set ylabel 'seconds per step'
 set style histogram rowstacked
-plot 'docs/sweep-cpu4/plot.dat' using 5:xtic(1) title 'compute (incl. hidden comm)' lc rgb '#3b75af', \
+plot '/work/main/docs/sweep-cpu4/plot.dat' using 5:xtic(1) title 'compute (incl. hidden comm)' lc rgb '#3b75af', \
      '' using 6 title 'exposed communication' lc rgb '#c53a32'
