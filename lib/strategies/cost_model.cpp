@@ -228,18 +228,16 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
       c.shard_bytes += a * (gathers * ring(1, full_p, s.S) + ring(1, full_r, s.S));
       c.shard_calls.gathers_scatters += shard * a * (gathers + 1);
     } else if (s.grads_sharded) {
-      // zero2: reduce-scatter per micro-batch, all-gather of the updated shards per step.
+      // zero2: reduce-scatter per micro-batch, all-gather of the updated
+      // shards per step (overlapping the next forward).
       c.shard_bytes += a * ring(1, full_r, s.S) + ring(1, full_p, s.S);
-      c.after_backward_bytes += ring(1, full_p, s.S);
       c.shard_calls.gathers_scatters += shard * (a + 1);
-      c.after_backward_calls.gathers_scatters += shard;
     } else if (s.zero1) {
       // zero1: one reduce-scatter of the accumulated gradient (in the last
-      // micro-batch's backward), one all-gather of params after the step.
+      // micro-batch's backward), one all-gather of params after the step
+      // (overlapping the next forward).
       c.shard_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
-      c.after_backward_bytes += ring(1, full_p, s.S);
       c.shard_calls.gathers_scatters += 2 * shard;
-      c.after_backward_calls.gathers_scatters += shard;
     }
     // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
     const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;

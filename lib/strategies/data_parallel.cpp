@@ -6,6 +6,8 @@
 //   ddp      full                full                       all-reduce over R, bucketed, on the last micro-batch
 //   zero1    full                full (accumulated)         reduce-scatter per unit on the last micro-batch; all-gather params after
 //   zero2    full                shard accumulator          reduce-scatter per unit per micro-batch; all-gather params after
+//            (zero1, zero2: the post-step all-gathers are waited for by the unit's next use, so they overlap the
+//            next forward)
 //   zero3    shard (+gathered)   shard accumulator          all-gather per unit in forward and backward; reduce-scatter per unit
 //   hybrid   zero3 or zero2 inside the shard group (S), plus an all-reduce of the owned gradient shard across the
 //            R replicas, issued per unit as soon as its last reduce-scatter lands (overlapping backward)
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <exception>
 #include <vector>
 
 #include "core/error.hpp"
@@ -136,7 +139,23 @@ class DataParallel final : public Strategy {
     cache_.reserve(3 * units_.size());
   }
 
+  // In-flight all-gathers write into the units' buffers: they end before the
+  // buffers are freed. Not while an error unwinds: a collective it broke may
+  // never end, and the run is ending on that error.
+  ~DataParallel() override {
+    if (std::uncaught_exceptions() > 0) return;
+    try {
+      settle();
+    } catch (const std::exception&) {  // reported by the run's own settle() where it mattered
+    }
+  }
+
   StrategyKind kind() const override { return opt_.kind; }
+
+  void settle() override {
+    if (params_sharded_) return;  // zero3's gathers are prefetches, ended by params()
+    for (Unit& u : units_) wait(u.gather);
+  }
 
   void begin_micro_batch(bool last) override { last_ = last; }
 
@@ -149,6 +168,7 @@ class DataParallel final : public Strategy {
 
   const void* params(size_t i) override {
     Unit& u = units_[i];
+    if (!params_sharded_) wait(u.gather);  // zero1/zero2: the post-step all-gather of this unit
     if (params_sharded_ && !u.held) {
       prefetch(i);
       u.gather->wait();
@@ -238,6 +258,7 @@ class DataParallel final : public Strategy {
   }
 
   void step(const AdamWHyper& h, const AdamWStep& s) override {
+    settle();  // every unit's was waited for by its use in forward; this is for a step without one
     for (size_t i = 0; i < units_.size(); ++i) {
       Unit& u = units_[i];
       void* piece = params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin);
@@ -299,6 +320,7 @@ class DataParallel final : public Strategy {
       shard_->all_gather(u.param_shard.data(), full.data(), size_t(u.sh.shard_numel), pt_);
       A_->download(out, full.data(), pt_, n);
     } else {
+      wait(u.gather);
       A_->download(out, u.full_param.data(), pt_, n);
     }
   }
@@ -336,14 +358,18 @@ class DataParallel final : public Strategy {
   }
 
   // zero1/zero2: each rank updated (or loaded) only its shard of the
-  // replicated parameters; every rank needs the whole model.
+  // replicated parameters; every rank needs the whole model. Issued here
+  // and waited for where the unit is next read (params, gather_full), so
+  // the all-gathers overlap the next forward instead of ending the step; in
+  // place, so the owned piece they send is not written meanwhile (the next
+  // write is the next step's, after settle()).
   void gather_replicated_params() {
     if (params_sharded_ || !shard_) return;
     for (Unit& u : units_)
-      u.reduce = shard_->all_gather_async(u.full_param.at(u.sh.begin), u.full_param.data(), size_t(u.sh.shard_numel),
+      u.gather = shard_->all_gather_async(u.full_param.at(u.sh.begin), u.full_param.data(), size_t(u.sh.shard_numel),
                                           pt_);
-    for (Unit& u : units_) wait(u.reduce);
   }
+
 
   static void wait(WorkPtr& w) {
     if (w) w->wait();

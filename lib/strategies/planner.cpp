@@ -122,8 +122,11 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   const double serial = double(m.after_backward_bytes) / shard_bw + after_lat;
   const double overlappable = double(m.shard_bytes - m.after_backward_bytes) / shard_bw + (shard_lat - after_lat) +
                               double(m.replicate_bytes) / rep_bw + rep_lat;
-  const bool params_sharded = sharding_rule(p.kind, p.hybrid_inner, p.shard_size()).params_sharded;
-  const double window = r.compute_s * (params_sharded ? 1.0 : 2.0 / 3.0);
+  // Reductions hide behind backward (2/3 of compute); with a shard group,
+  // all-gathers behind forward too: zero3's before each unit's forward and
+  // backward, zero1/zero2's of the last update before the unit's next
+  // forward. Lumped: the whole compute.
+  const double window = r.compute_s * (S > 1 ? 1.0 : 2.0 / 3.0);
   r.comm_s = serial + overlappable;
   r.exposed_s = serial + std::max(0.0, overlappable - window);
   r.step_s = r.compute_s + r.exposed_s;

@@ -14,9 +14,10 @@
 //               plus each collective's latency (ClusterSpec::latency);
 //   exposed   = what cannot hide behind compute: ddp and hybrid replicate
 //               all-reduces and zero1/zero2/zero3 reduce-scatters overlap
-//               backward (2/3 of compute), zero3 all-gathers overlap forward
-//               too (the whole compute); every post-step parameter
-//               all-gather waits for the backward to end;
+//               backward (2/3 of compute); with a shard group, all-gathers
+//               overlap forward too (zero3's, and zero1/zero2's post-step
+//               ones, which end at the unit's next forward): the whole
+//               compute; the gradient norm's all-reduce hides behind nothing;
 //   step      = compute + exposed.
 // A placement fits when params + grads + optimizer + activations + buffers
 // (+ sampling's key/value cache when the run samples) stay under `headroom` of the device memory (the rest is left for the

@@ -84,6 +84,10 @@ class Strategy {
   // A skipped step (its gradient is not finite): the reduced gradient is
   // cleared and nothing else changes (parameters, master weights, moments).
   virtual void discard_gradients() = 0;
+  // Completes the collectives still in flight after step() (zero1/zero2's
+  // parameter all-gathers, which otherwise end at the unit's next use): the
+  // end of a run calls it, so that their errors are reported as the run's.
+  virtual void settle() = 0;
 
   // Full parameters of unit u into host out[numel] (collective over all
   // ranks): the compute copy, widened to fp32.

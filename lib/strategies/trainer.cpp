@@ -1084,6 +1084,7 @@ struct Trainer::Impl {
         report_sample(step + 1, sample(step + 1));
       }
     }
+    strategy->settle();  // the last step's parameter all-gathers (zero1, zero2)
     join_checkpoint();  // the run is not done until its last checkpoint is published
     sum.steps_done = start_step + int(sum.losses.size());
     if (!cfg.trace.empty()) {

@@ -227,8 +227,12 @@ TEST(Planner, RecommendsWhatFitsAndRefusesWhatDoesNot) {
   Plan p = make_plan(w, c);
   ASSERT_GE(p.best, 0);
   // ddp needs ~16Ψ = 25 GB of model state: it fits in 80 GiB, but the sharded
-  // strategies that keep communication inside nodes are predicted faster.
-  EXPECT_EQ(p.rows[size_t(p.best)].placement.kind, StrategyKind::kHybrid);
+  // strategies hide as much communication and move fewer bytes across nodes
+  // (zero2: 1.07 GiB per step against ddp's 1.43), so ties go to them.
+  const PlanRow& chosen = p.rows[size_t(p.best)];
+  EXPECT_NE(chosen.placement.kind, StrategyKind::kDdp);
+  EXPECT_LT(chosen.comm.inter_bytes, p.rows[0].comm.inter_bytes);
+  EXPECT_LE(chosen.step_s, p.rows[0].step_s * 1.01);
   // 16 GiB per rank: ddp (24 GiB) no longer fits and must not be chosen.
   c.device_memory = int64_t(16) << 30;
   p = make_plan(w, c);
@@ -278,8 +282,12 @@ TEST(Planner, RingsAcrossNodesGetTheirRanksShareOfTheLinks) {
     const CommCost c = comm_cost(w, pl);
     EXPECT_EQ(c.shard_group_spans_nodes, k.shard_spans);
     EXPECT_EQ(c.replicate_group_spans_nodes, k.replicate_spans);
-    if (k.shard_spans) EXPECT_EQ(c.shard_group_ranks_per_node, k.shard_k);
-    if (k.replicate_spans) EXPECT_EQ(c.replicate_group_ranks_per_node, k.replicate_k);
+    if (k.shard_spans) {
+      EXPECT_EQ(c.shard_group_ranks_per_node, k.shard_k);
+    }
+    if (k.replicate_spans) {
+      EXPECT_EQ(c.replicate_group_ranks_per_node, k.replicate_k);
+    }
     const auto row = std::find_if(p.rows.begin(), p.rows.end(),
                                   [&](const PlanRow& r) { return r.placement.name() == pl.name(); });
     ASSERT_NE(row, p.rows.end());
@@ -349,8 +357,8 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
   const Plan p = make_plan(w, gpu);
   for (const Case& k : {
            Case{StrategyKind::kDdp, {1, 64}, 0, 0, 0, 0, 14, 1, 8},
-           Case{StrategyKind::kZero1, {1, 64}, 28, 1, 14, 1, 0, 8, 1},          // the all-gathers after the step
-           Case{StrategyKind::kZero2, {1, 64}, 2 * 14 + 14, 1, 14, 1, 0, 8, 1},  // a reduce-scatter per micro-batch
+           Case{StrategyKind::kZero1, {1, 64}, 28, 1, 0, 1, 0, 8, 1},          // only the norm between backward and step
+           Case{StrategyKind::kZero2, {1, 64}, 2 * 14 + 14, 1, 0, 1, 0, 8, 1},  // a reduce-scatter per micro-batch
            Case{StrategyKind::kZero3, {1, 64}, 2 * (26 + 14), 1, 0, 1, 0, 8, 1},  // 26 gathers, 14 scatters
            Case{StrategyKind::kHybrid, {8, 8}, 2 * (26 + 14), 1, 0, 1, 14, 1, 8},
        }) {
@@ -374,14 +382,14 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
                         double(k.shard_ar) * gpu.latency(true, S, k.shard_nodes) +
                         double(k.replicate_ar) * gpu.latency(true, R, k.replicate_nodes);
     EXPECT_NEAR(row->latency_s, want, 1e-12);
-    // What comes after backward (the post-step all-gathers, the norm) is exposed, its latency at least.
+    // What comes between backward and the step (the norm) is exposed, its latency at least.
     const double after = double(k.after_gs) * gpu.latency(false, S, k.shard_nodes) +
                          double(k.after_ar) * gpu.latency(true, S, k.shard_nodes);
     EXPECT_GE(row->exposed_s, after);
   }
   // zero1 reduce-scatters in the last micro-batch's backward, as zero2 does in
-  // every one: with one micro-batch their communication is the same, and so
-  // is what of it hides.
+  // every one, and both all-gather the update for the next forward: with one
+  // micro-batch their communication is the same, and so is what of it hides.
   {
     Workload one = w;
     one.accum = 1;
@@ -393,9 +401,9 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
     EXPECT_DOUBLE_EQ(q.rows[1].exposed_s, q.rows[2].exposed_s);
     EXPECT_LT(q.rows[1].exposed_s, q.rows[1].comm_s);
   }
-  // 256 ranks, one sequence each: without latency zero3 (the least memory, everything hidden)
-  // looks best; with it, zero3's 81 rings of 256 ranks cost about 0.05 s, over ten times the compute,
-  // and the planner keeps the shard group to a node or two.
+  // 256 ranks, one sequence each: without latency a flat placement over all 256 (zero2: everything
+  // hidden, the fewest bytes) looks best; with it, zero3's 41 rings of 256 ranks cost about 0.05 s,
+  // over ten times the compute, and the planner keeps the shard group to a node or two.
   w.accum = 1;
   ClusterSpec big = ClusterSpec::defaults("cuda", 256, 8);
   const Plan with = make_plan(w, big);
@@ -403,7 +411,8 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
   const Plan without = make_plan(w, big);
   ASSERT_GE(with.best, 0);
   ASSERT_GE(without.best, 0);
-  EXPECT_EQ(without.rows[size_t(without.best)].placement.kind, StrategyKind::kZero3);
+  EXPECT_EQ(without.rows[size_t(without.best)].placement.shard_size(), 256)
+      << without.rows[size_t(without.best)].placement.name();
   const Placement chosen = with.rows[size_t(with.best)].placement;
   EXPECT_EQ(chosen.kind, StrategyKind::kHybrid) << chosen.name();
   EXPECT_LE(chosen.shard_size(), 16) << chosen.name();
