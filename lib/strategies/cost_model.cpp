@@ -229,15 +229,24 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
       c.shard_calls.gathers_scatters += shard * a * (gathers + 1);
     } else if (s.grads_sharded) {
       // zero2: reduce-scatter per micro-batch, all-gather of the updated
-      // shards per step (overlapping the next forward).
+      // shards per step (on a GPU overlapping the next forward, on the host
+      // ending the step).
       c.shard_bytes += a * ring(1, full_r, s.S) + ring(1, full_p, s.S);
       c.shard_calls.gathers_scatters += shard * (a + 1);
+      if (!f.gpu) {
+        c.after_backward_bytes += ring(1, full_p, s.S);
+        c.after_backward_calls.gathers_scatters += shard;
+      }
     } else if (s.zero1) {
       // zero1: one reduce-scatter of the accumulated gradient (in the last
       // micro-batch's backward), one all-gather of params after the step
-      // (overlapping the next forward).
+      // (as zero2's).
       c.shard_bytes += ring(1, full_r, s.S) + ring(1, full_p, s.S);
       c.shard_calls.gathers_scatters += 2 * shard;
+      if (!f.gpu) {
+        c.after_backward_bytes += ring(1, full_p, s.S);
+        c.after_backward_calls.gathers_scatters += shard;
+      }
     }
     // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
     const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;

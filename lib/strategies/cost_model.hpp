@@ -92,7 +92,9 @@ struct CommCost {
   int64_t inter_bytes = 0;   // of which over links between nodes
   int64_t shard_bytes = 0;   // in the shard group (all-gathers, reduce-scatters, the norm)
   int64_t replicate_bytes = 0;  // in the replicate group (ddp all-reduce, hybrid's across-replica all-reduce)
-  int64_t after_backward_bytes = 0;  // shard-group bytes between backward and the step: the norm's
+  int64_t after_backward_bytes = 0;  // shard-group bytes that cannot overlap compute: the norm's, and on
+                                     // the host zero1/zero2's post-step all-gathers (on a GPU they
+                                     // overlap the next forward)
   bool shard_group_spans_nodes = false, replicate_group_spans_nodes = false;
   // The fewest of the group's ranks on one node: a ring across nodes leaves
   // each node through the inter-node links of the group's ranks there.
@@ -108,7 +110,7 @@ struct CommCost {
     int64_t total() const { return gathers_scatters + all_reduces; }
   };
   Calls shard_calls, replicate_calls;
-  Calls after_backward_calls;  // of shard_calls, those between backward and the step (the norm's)
+  Calls after_backward_calls;  // of shard_calls, those of after_backward_bytes
   int64_t calls = 0;
 };
 

@@ -6,8 +6,8 @@
 //   ddp      full                full                       all-reduce over R, bucketed, on the last micro-batch
 //   zero1    full                full (accumulated)         reduce-scatter per unit on the last micro-batch; all-gather params after
 //   zero2    full                shard accumulator          reduce-scatter per unit per micro-batch; all-gather params after
-//            (zero1, zero2: the post-step all-gathers are waited for by the unit's next use, so they overlap the
-//            next forward)
+//            (zero1, zero2 on a GPU: the post-step all-gathers are waited for by the unit's next use, so they
+//            overlap the next forward; on the host, at the end of the step)
 //   zero3    shard (+gathered)   shard accumulator          all-gather per unit in forward and backward; reduce-scatter per unit
 //   hybrid   zero3 or zero2 inside the shard group (S), plus an all-reduce of the owned gradient shard across the
 //            R replicas, issued per unit as soon as its last reduce-scatter lands (overlapping backward)
@@ -358,16 +358,19 @@ class DataParallel final : public Strategy {
   }
 
   // zero1/zero2: each rank updated (or loaded) only its shard of the
-  // replicated parameters; every rank needs the whole model. Issued here
-  // and waited for where the unit is next read (params, gather_full), so
-  // the all-gathers overlap the next forward instead of ending the step; in
-  // place, so the owned piece they send is not written meanwhile (the next
-  // write is the next step's, after settle()).
+  // replicated parameters; every rank needs the whole model. In place, so
+  // the owned piece they send is not written meanwhile (the next write is
+  // the next step's, after settle()). On a GPU they are waited for where
+  // the unit is next read (params, gather_full): the compute stream waits
+  // for each unit's, so they overlap the next forward. On the host they end
+  // the step: there the progress threads share the cores with the compute,
+  // and waiting in forward exposed more of zero1's step (README, Planner).
   void gather_replicated_params() {
     if (params_sharded_ || !shard_) return;
     for (Unit& u : units_)
       u.gather = shard_->all_gather_async(u.full_param.at(u.sh.begin), u.full_param.data(), size_t(u.sh.shard_numel),
                                           pt_);
+    if (!A_->on_device()) settle();
   }
 
 

@@ -122,11 +122,13 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   const double serial = double(m.after_backward_bytes) / shard_bw + after_lat;
   const double overlappable = double(m.shard_bytes - m.after_backward_bytes) / shard_bw + (shard_lat - after_lat) +
                               double(m.replicate_bytes) / rep_bw + rep_lat;
-  // Reductions hide behind backward (2/3 of compute); with a shard group,
-  // all-gathers behind forward too: zero3's before each unit's forward and
-  // backward, zero1/zero2's of the last update before the unit's next
-  // forward. Lumped: the whole compute.
-  const double window = r.compute_s * (S > 1 ? 1.0 : 2.0 / 3.0);
+  // Reductions hide behind backward (2/3 of compute); all-gathers behind
+  // forward too: zero3's before each unit's forward and backward, and on a
+  // GPU zero1/zero2's of the last update before the unit's next forward.
+  // Lumped: the whole compute.
+  const bool gathers_in_forward =
+      S > 1 && (sharding_rule(p.kind, p.hybrid_inner, S).params_sharded || w.format.gpu);
+  const double window = r.compute_s * (gathers_in_forward ? 1.0 : 2.0 / 3.0);
   r.comm_s = serial + overlappable;
   r.exposed_s = serial + std::max(0.0, overlappable - window);
   r.step_s = r.compute_s + r.exposed_s;

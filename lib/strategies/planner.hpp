@@ -14,10 +14,11 @@
 //               plus each collective's latency (ClusterSpec::latency);
 //   exposed   = what cannot hide behind compute: ddp and hybrid replicate
 //               all-reduces and zero1/zero2/zero3 reduce-scatters overlap
-//               backward (2/3 of compute); with a shard group, all-gathers
-//               overlap forward too (zero3's, and zero1/zero2's post-step
-//               ones, which end at the unit's next forward): the whole
-//               compute; the gradient norm's all-reduce hides behind nothing;
+//               backward (2/3 of compute); all-gathers overlap forward too
+//               (zero3's, and on a GPU zero1/zero2's post-step ones, which
+//               end at the unit's next forward): the whole compute; the
+//               gradient norm's all-reduce and, on the host, zero1/zero2's
+//               post-step all-gathers hide behind nothing;
 //   step      = compute + exposed.
 // A placement fits when params + grads + optimizer + activations + buffers
 // (+ sampling's key/value cache when the run samples) stay under `headroom` of the device memory (the rest is left for the

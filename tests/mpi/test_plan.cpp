@@ -400,6 +400,16 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
     EXPECT_DOUBLE_EQ(q.rows[1].comm_s, q.rows[2].comm_s);
     EXPECT_DOUBLE_EQ(q.rows[1].exposed_s, q.rows[2].exposed_s);
     EXPECT_LT(q.rows[1].exposed_s, q.rows[1].comm_s);
+    // On the host those all-gathers end the step instead (its progress
+    // threads share the cores with the compute): they cannot hide.
+    Workload cpu = one;
+    cpu.format = NumericFormat::fp32();
+    for (const StrategyKind k : {StrategyKind::kZero1, StrategyKind::kZero2}) {
+      const CommCost c = comm_cost(cpu, make_placement(k, StrategyKind::kZero3, {1, 64}, 8));
+      EXPECT_EQ(c.after_backward_calls.gathers_scatters, 14) << to_string(k);
+      const int64_t norm = 2 * 4 * 63 / 64;  // one fp32 all-reduced
+      EXPECT_EQ(c.after_backward_bytes, (c.shard_bytes - norm) / 2 + norm) << to_string(k);  // the params' half
+    }
   }
   // 256 ranks, one sequence each: without latency a flat placement over all 256 (zero2: everything
   // hidden, the fewest bytes) looks best; with it, zero3's 41 rings of 256 ranks cost about 0.05 s,
