@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
            std::tuple{"--base-lat-us", &base_lat_us, "every collective (default: 8.4 on cuda, NCCL's ring; 4 on cpu)"},
            {"--intra-lat-us", &intra_lat_us, "a ring step inside a node (default: 3.4 on cuda, NVLink; 4 on cpu)"},
            {"--inter-lat-us", &inter_lat_us, "a ring step across nodes (default: 14 on cuda; 25 on cpu)"},
-           {"--tree-lat-us", &tree_lat_us, "a tree step of an all-reduce across nodes (default: 28 on cuda; 25 on cpu)"}})
+           {"--tree-lat-us", &tree_lat_us,
+            "a tree step of an all-reduce across nodes (default: 28 on cuda; 25 on cpu)"}})
     app.add_option(flag, *value, std::string("latency in microseconds of ") + what)->check(gpt::kNonNegativeReal);
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str()
       ->check(gpt::kFraction);

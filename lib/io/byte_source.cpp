@@ -196,10 +196,11 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   for (const char* suffix : {".gz", ".zst"}) {
     const size_t k = std::strlen(suffix);
     if (path.size() >= k && path.compare(path.size() - k, k, suffix) == 0)
-      throw DataError(fmt::format("{}: named {} but not {} data ({}): a damaged or mislabelled file", path, suffix,
-                                  suffix[1] == 'g' ? "gzip" : "zstd",
-                                  n == 0 ? std::string("it is empty")
-                                         : fmt::format("its first bytes are {:02x}", fmt::join(magic, magic + n, " "))));
+      throw DataError(
+          fmt::format("{}: named {} but not {} data ({}): a damaged or mislabelled file", path, suffix,
+                      suffix[1] == 'g' ? "gzip" : "zstd",
+                      n == 0 ? std::string("it is empty")
+                             : fmt::format("its first bytes are {:02x}", fmt::join(magic, magic + n, " "))));
   }
   return std::make_unique<PlainSource>(path);
 }

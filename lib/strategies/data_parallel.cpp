@@ -4,7 +4,7 @@
 //
 //            params              grads                      reduction                 optimizer state
 //   ddp      full                full                       all-reduce over R, bucketed, on the last micro-batch
-//   zero1    full                full (accumulated)         reduce-scatter per unit on the last micro-batch; all-gather params after
+//   zero1    full                full (accumulated)         reduce-scatter per unit, last micro-batch; all-gather after
 //   zero2    full                shard accumulator          reduce-scatter per unit per micro-batch; all-gather params after
 //            (zero1, zero2 on a GPU: the post-step all-gathers are waited for by the unit's next use, so they
 //            overlap the next forward; on the host, at the end of the step)
@@ -372,7 +372,6 @@ class DataParallel final : public Strategy {
                                           pt_);
     if (!A_->on_device()) settle();
   }
-
 
   static void wait(WorkPtr& w) {
     if (w) w->wait();

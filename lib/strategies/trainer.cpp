@@ -177,9 +177,9 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
   const std::string across = world > cluster.ranks_per_node
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
-  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}", count_of(world, "rank"),
-       cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from, cluster.intra_bw / 1e9, across,
-       format_plan(plan));
+  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}",
+       count_of(world, "rank"), cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from,
+       cluster.intra_bw / 1e9, across, format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;
   RunConfig r = c;
@@ -1140,8 +1140,8 @@ struct Trainer::Impl {
                    {"final_val_loss", sum.final_val_loss},
                    {"final_hellaswag_acc", sum.final_hellaswag_acc},
                    {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
-    log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy, to_string(mesh.shape()),
-         kWarmupSteps);
+    log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy,
+         to_string(mesh.shape()), kWarmupSteps);
     log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
          sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,
          sum.model_state_bytes / 1048576.0);

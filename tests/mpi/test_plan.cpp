@@ -357,7 +357,7 @@ TEST(Planner, EveryCollectiveAddsNcclsLatency) {
   const Plan p = make_plan(w, gpu);
   for (const Case& k : {
            Case{StrategyKind::kDdp, {1, 64}, 0, 0, 0, 0, 14, 1, 8},
-           Case{StrategyKind::kZero1, {1, 64}, 28, 1, 0, 1, 0, 8, 1},          // only the norm between backward and step
+           Case{StrategyKind::kZero1, {1, 64}, 28, 1, 0, 1, 0, 8, 1},  // on a GPU only the norm is after backward
            Case{StrategyKind::kZero2, {1, 64}, 2 * 14 + 14, 1, 0, 1, 0, 8, 1},  // a reduce-scatter per micro-batch
            Case{StrategyKind::kZero3, {1, 64}, 2 * (26 + 14), 1, 0, 1, 0, 8, 1},  // 26 gathers, 14 scatters
            Case{StrategyKind::kHybrid, {8, 8}, 2 * (26 + 14), 1, 0, 1, 14, 1, 8},
