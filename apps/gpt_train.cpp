@@ -71,8 +71,7 @@ int main(int argc, char** argv) {
     comm_timeout_s = cfg.comm_timeout_s;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     gpt::log0("{} on {}, {} per node{}", gpt::count_of(env->size(), "rank"), gpt::count_of(env->num_nodes(), "node"),
-              env->local_size(),
-              env->uniform() ? "" : " (uneven)");
+              env->local_size(), env->uniform() ? "" : " (uneven)");
     if (const std::string slurm = env->slurm_summary(); !slurm.empty()) {
       // Every rank checks its own ids; disagreement is worth a warning, not an error (mpirun inside sbatch).
       if (slurm.find("(agree") != std::string::npos) {

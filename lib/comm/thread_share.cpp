@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_env.hpp"
+#include "core/plural.hpp"
 
 namespace gpt {
 
@@ -36,8 +37,8 @@ ThreadShare share_cores(MPI_Comm comm) {
 }
 
 std::string describe(const ThreadShare& s) {
-  return fmt::format("{} thread{} per rank ({} core{} shared by {} rank{})", s.threads, s.threads == 1 ? "" : "s",
-                     s.cores, s.cores == 1 ? "" : "s", s.sharers, s.sharers == 1 ? "" : "s");
+  return fmt::format("{} per rank ({} shared by {})", count_of(s.threads, "thread"), count_of(s.cores, "core"),
+                     count_of(s.sharers, "rank"));
 }
 
 }  // namespace gpt

@@ -19,6 +19,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 #include "io/h5.hpp"
 
@@ -284,8 +285,8 @@ std::string import_params(const std::string& file, MPI_Comm comm, const ParamLay
   // data position are not taken (a new run from its weights; --resume continues it).
   auto from_checkpoint = [&](const std::string& dir) {
     const CheckpointMeta meta = load_checkpoint(dir, comm, layout, slices, CheckpointPart::kParams);
-    return fmt::format("the parameters of checkpoint step {}, written by {} on {} rank{}", meta.step, meta.strategy,
-                       meta.world_size, meta.world_size == 1 ? "" : "s");
+    return fmt::format("the parameters of checkpoint step {}, written by {} on {}", meta.step, meta.strategy,
+                       count_of(meta.world_size, "rank"));
   };
   if (fs::is_directory(file)) {
     // The --ckpt-dir rather than one of its checkpoints (not_a_checkpoint names the newest), or a checkpoint.

@@ -1177,7 +1177,7 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   } else {
     const ThreadShare share = share_cores(base);
     if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
-      threads_note = fmt::format("{} thread{} per rank (OMP_NUM_THREADS)", num_threads(), num_threads() == 1 ? "" : "s");
+      threads_note = fmt::format("{} per rank (OMP_NUM_THREADS)", count_of(num_threads(), "thread"));
     } else {
       set_num_threads(share.threads);
       threads_note = describe(share) + "; --threads or OMP_NUM_THREADS to choose";
