@@ -142,6 +142,17 @@ const char* MpiCommunicator::op_name(Op op) {
   return "?";
 }
 
+const char* MpiCommunicator::wait_name(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return "wait all_reduce";
+    case Op::kReduceScatter: return "wait reduce_scatter";
+    case Op::kAllGather: return "wait all_gather";
+    case Op::kBroadcast: return "wait broadcast";
+    case Op::kBarrier: return "wait barrier";
+  }
+  return "wait";
+}
+
 struct MpiCommunicator::Task final : Work {
   Call call;
   CommStats* stats = nullptr;
@@ -159,9 +170,11 @@ struct MpiCommunicator::Task final : Work {
   void wait() override {
     Timer t;
     std::unique_lock lk(mu);
-    // A wait that blocks is exposed communication: a slice on the caller's lane.
+    // Where the caller waited for this collective, a slice on its lane
+    // ("wait all_gather"): as long as it blocked (exposed communication),
+    // and of no length when the collective had already completed.
     std::optional<trace::Span> blocked;
-    if (!done && trace::enabled()) blocked.emplace("wait", "comm");
+    if (trace::enabled()) blocked.emplace(wait_name(call.op), "comm");
     const Watchdog& w = watchdog();
     if (w.idle()) {
       cv.wait(lk, [&] { return done; });

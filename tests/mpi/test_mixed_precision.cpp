@@ -3,7 +3,9 @@
 // optimizer state, gradients widened to fp32 (or reduced in bf16) before
 // each collective, fp32 gradient-shard accumulators. Launched on 2 and 4
 // ranks: every strategy, with both reduce dtypes, against 1 rank of the same
-// emulated device on the same global batch, and that against fp32.
+// emulated device on the same global batch, and that against fp32. Also:
+// where zero1/zero2 wait for their post-step all-gathers on a device arena
+// (the next forward) and on the host (the step), read from a --trace.
 //
 // Tolerances. Against 1 bf16 rank: the ranks' partial gradients are rounded
 // to bf16 before they are summed (one rank rounds the sum), a relative
@@ -22,6 +24,8 @@
 #include "emulated_bf16.hpp"
 #include "fixtures.hpp"
 #include "mpi_test_env.hpp"
+#include "trace_reader.hpp"
+#include "model/layout.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/unit_model.hpp"
 
@@ -69,6 +73,58 @@ TEST(MixedPrecision, EveryStrategyEqualsOneRank) {
       if (c.strategy == "hybrid") c.mesh = fmt::format("2x{}", world / 2);
       expect_close(train(c, MPI_COMM_WORLD, true), reference(true), 1e-2,
                    fmt::format("{} on {} ranks, reduce {}", s, world, reduce));
+    }
+  }
+}
+
+// Where zero1's and zero2's post-step parameter all-gathers are waited for
+// (the MPI communicator puts a "wait all_gather" slice wherever the caller
+// waits for one, of no length when it is already complete). On a device
+// arena, each unit's is waited for by its next use: in the next step's
+// forward, before the head's loss, so the gathers overlap the forward of
+// the units before it, and the last step's by the end of the run. On the
+// host, inside the optimizer step that issued them (data_parallel.cpp says
+// why). Timing-independent: waits are recorded whether or not they block.
+TEST(MixedPrecision, DeviceArenasWaitForEachUnitsGatherWhereItIsUsed) {
+  const int W = test::env().size();
+  const size_t units = ParamLayout(test::small_run().gpt).num_units();
+  for (const char* strategy : {"zero1", "zero2"}) {
+    for (const bool device : {true, false}) {
+      SCOPED_TRACE(fmt::format("{} on the {}", strategy, device ? "emulated device" : "host"));
+      RunConfig c = test::small_run();
+      c.steps = 3;
+      c.strategy = strategy;
+      c.trace = fmt::format("{}/trace_gathers_{}_{}_np{}.json", test::data_dir(), strategy, device, W);
+      train(c, MPI_COMM_WORLD, device);
+      if (test::env().rank() != 0) continue;
+      const test::ParsedTrace t = test::read_trace(c.trace);
+      const std::vector<test::Slice> waits = t.named(0, "wait all_gather"), steps = t.named(0, "step.*"),
+                                     heads = t.named(0, "head and loss"), updates = t.named(0, "optimizer step");
+      ASSERT_EQ(steps.size(), size_t(c.steps));
+      ASSERT_EQ(heads.size(), size_t(c.steps));
+      ASSERT_EQ(updates.size(), size_t(c.steps));
+      if (W == 1) {  // a one-rank group shards nothing and gathers nothing
+        EXPECT_TRUE(waits.empty());
+        continue;
+      }
+      ASSERT_EQ(waits.size(), units * size_t(c.steps)) << "one wait per unit and step";
+      const auto within = [&](double b, double e) {
+        int n = 0;
+        for (const test::Slice& w : waits) n += b <= w.b && w.e <= e;
+        return n;
+      };
+      for (int k = 0; k < c.steps; ++k) {
+        const int in_update = within(updates[size_t(k)].b, updates[size_t(k)].e);
+        if (!device) {
+          EXPECT_EQ(in_update, int(units)) << "step " << k + 1 << ": the host ends its gathers with the step";
+          continue;
+        }
+        EXPECT_EQ(in_update, 0) << "step " << k + 1 << ": a device waits for no gather in the optimizer step";
+        if (k + 1 < c.steps)  // waited for in the next step's forward
+          EXPECT_EQ(within(steps[size_t(k) + 1].b, heads[size_t(k) + 1].b), int(units)) << "step " << k + 2;
+        else  // by the end of the run
+          EXPECT_EQ(within(steps[size_t(k)].e, 1e300), int(units)) << "after the last step";
+      }
     }
   }
 }

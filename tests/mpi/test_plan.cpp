@@ -6,23 +6,21 @@
 // of architecture.md within 1% (an independent derivation, so a planner bug
 // that the engine shared would still show). Also: --strategy auto runs the
 // planner's choice, and --trace writes a Chrome trace in which zero3's
-// prefetched all-gathers overlap compute.
+// prefetched all-gathers overlap compute and ddp's, zero1's and zero2's
+// gradient collectives are issued during backward.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <climits>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "fixtures.hpp"
 #include "core/shard.hpp"
 #include "model/layout.hpp"
 #include "mpi_test_env.hpp"
+#include "trace_reader.hpp"
 #include "strategies/planner.hpp"
 #include "strategies/trainer.hpp"
 
@@ -476,48 +474,70 @@ TEST(Trace, WritesChromeJsonAndShowsZero3PrefetchOverlap) {
   c.trace = (dir / fmt::format("trace_np{}.json", W)).string();
   Trainer(c, MPI_COMM_WORLD).run();
   if (test::env().rank() != 0) return;
-  std::ifstream f(c.trace);
-  ASSERT_TRUE(f) << c.trace;
-  const nlohmann::json j = nlohmann::json::parse(f);
-  ASSERT_TRUE(j.contains("traceEvents"));
-  struct Slice {
-    double b, e;
-  };
-  std::map<int, std::vector<Slice>> compute, gathers;  // by rank
-  std::set<int> pids;
-  int forward = 0, backward = 0, optimizer = 0;
-  std::map<int64_t, double> begins;
-  for (const auto& e : j["traceEvents"]) {
-    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name"));
-    const std::string ph = e["ph"], name = e["name"];
-    const int pid = e["pid"];
-    pids.insert(pid);
-    if (ph == "X") {
-      ASSERT_GE(double(e["dur"]), 0.0);
-      const bool fwd = name.rfind("forward h.", 0) == 0, bwd = name.rfind("backward h.", 0) == 0;
-      forward += fwd && pid == 0;
-      backward += bwd && pid == 0;
-      optimizer += name == "optimizer step" && pid == 0;
-      if (fwd || bwd) compute[pid].push_back({e["ts"], double(e["ts"]) + double(e["dur"])});
-    } else if (ph == "b" && name == "all_gather") {
-      begins[int64_t(e["id"]) * 64 + pid] = e["ts"];
-    } else if (ph == "e" && name == "all_gather") {
-      const auto it = begins.find(int64_t(e["id"]) * 64 + pid);
-      ASSERT_NE(it, begins.end()) << "async end without begin";
-      gathers[pid].push_back({it->second, e["ts"]});
+  const test::ParsedTrace t = test::read_trace(c.trace);
+  EXPECT_EQ(int(t.slices.size()), W) << "one process per rank";
+  std::vector<test::Slice> compute = t.named(0, "forward h.*"), backward = t.named(0, "backward h.*");
+  const int L = c.gpt.n_layer;
+  EXPECT_EQ(compute.size(), size_t(2 * L));
+  EXPECT_EQ(backward.size(), size_t(2 * L));
+  EXPECT_EQ(t.named(0, "optimizer step").size(), 2u);
+  if (W == 1) return;  // nothing is sharded on one rank: no gathers
+  compute.insert(compute.end(), backward.begin(), backward.end());
+  const auto& gathers = t.collectives.at(0).at("all_gather");
+  int overlapping = 0;
+  for (const test::Slice& g : gathers)
+    for (const test::Slice& k : compute) overlapping += g.b < k.e && k.b < g.e;
+  EXPECT_GT(overlapping, 0) << "no all-gather overlaps compute: prefetch is not working";
+  EXPECT_GE(gathers.size(), size_t(2 * (2 * L + 2)));
+}
+
+// The gradient collectives overlap backward: each unit's is issued as soon
+// as the last micro-batch's backward is done with it (ddp: its bucket is
+// full; zero1: the accumulated gradient is final; zero2: every micro-batch),
+// so none is issued inside the step's "gradient sync", which only waits.
+// Issue times are taken by the issuing thread, so this does not depend on
+// how fast the collectives run.
+TEST(Trace, GradientCollectivesAreIssuedDuringBackward) {
+  const int W = test::env().size();
+  if (W == 1) GTEST_SKIP() << "a one-rank communicator issues nothing";
+  const fs::path dir = test::data_dir();
+  const size_t units = ParamLayout(test::small_run().gpt).num_units();
+  for (const char* strategy : {"ddp", "zero1", "zero2"}) {
+    for (const int accum : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{} with {} micro-batches", strategy, accum));
+      RunConfig c = test::small_run();
+      c.steps = 2;
+      c.strategy = strategy;
+      c.micro_batch = c.global_batch / (W * accum);
+      if (c.strategy == "ddp") c.bucket_mb = 1e-6;  // every unit fills a bucket of its own
+      c.trace = (dir / fmt::format("trace_{}_{}_np{}.json", strategy, accum, W)).string();
+      Trainer(c, MPI_COMM_WORLD).run();
+      if (test::env().rank() != 0) continue;
+      const test::ParsedTrace t = test::read_trace(c.trace);
+      const std::string op = c.strategy == "ddp" ? "all_reduce" : "reduce_scatter";
+      const std::vector<test::Slice> syncs = t.named(0, "gradient sync"), backwards = t.named(0, "backward*");
+      ASSERT_EQ(syncs.size(), size_t(c.steps));
+      const auto& issued = t.collectives.at(0).at(op);
+      const size_t per_step = c.strategy == "zero2" ? units * size_t(accum) : units;
+      EXPECT_EQ(issued.size(), per_step * size_t(c.steps));
+      double step_begin = 0;
+      for (const test::Slice& sync : syncs) {
+        // The step's last backward slice (the embedding's): every other
+        // unit's collective of the last micro-batch was issued before it.
+        double last_backward = step_begin;
+        for (const test::Slice& k : backwards)
+          if (k.b >= step_begin && k.e <= sync.b) last_backward = std::max(last_backward, k.b);
+        int in_sync = 0, before_last_backward = 0;
+        for (const test::Slice& r : issued) {
+          in_sync += sync.b <= r.b && r.b <= sync.e;
+          before_last_backward += step_begin <= r.b && r.b < last_backward;
+        }
+        EXPECT_EQ(in_sync, 0) << op << "s issued by the gradient sync: they did not overlap backward";
+        EXPECT_GE(before_last_backward, int(units) - 1) << op << "s issued after backward";
+        step_begin = sync.e;
+      }
     }
   }
-  EXPECT_EQ(int(pids.size()), W) << "one process per rank";
-  const int L = c.gpt.n_layer;
-  EXPECT_EQ(forward, 2 * L);
-  EXPECT_EQ(backward, 2 * L);
-  EXPECT_EQ(optimizer, 2);
-  if (W == 1) return;  // nothing is sharded on one rank: no gathers
-  int overlapping = 0;
-  for (const Slice& g : gathers[0])
-    for (const Slice& k : compute[0]) overlapping += g.b < k.e && k.b < g.e;
-  EXPECT_GT(overlapping, 0) << "no all-gather overlaps compute: prefetch is not working";
-  EXPECT_GE(gathers[0].size(), size_t(2 * (2 * L + 2)));
 }
 
 }  // namespace
