@@ -13,7 +13,8 @@
 #      --comm-timeout 0); SIGUSR1 to mpirun (which forwards it) starts the
 #      stop, the job is still stuck 5 s later (the control), and a second
 #      SIGUSR1 ends it at once, nothing published;
-#   5. a job script launching with mpirun passes its batch shell's SIGUSR1 on.
+#   5. a job script launching with mpirun passes its batch shell's SIGUSR1 on
+#      (without that the shell dies of it, exit 138, and no rank hears it).
 #   stop_signal.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -103,8 +104,8 @@ ls "$work/ckpt2" 2>/dev/null | grep -q '^step_' && fail "second signal: a checkp
 echo "ok: second SIGUSR1: the job (stuck in its stop's checkpoint for 5 s) ended after $((SECONDS - t0)) s, exit $rc"
 
 # 5. a job script with GPT_LAUNCHER=mpirun: SIGUSR1 to its batch shell (what
-#    sbatch --signal=B:USR1@180 sends) reaches every rank through lib.sh's
-#    forwarding. Without it the shell would die of the signal (exit 138) and
+#    sbatch --signal=B:USR1@180 sends) reaches the ranks through lib.sh's
+#    forwarding to mpirun. Without it the shell would die of the signal (exit 138) and
 #    the ranks never hear of it.
 GPT_ROOT="$root" GPT_BUILD="$build" GPT_LAUNCHER=mpirun SLURM_NTASKS=2 bash -c '
   set -euo pipefail
@@ -118,7 +119,11 @@ kill -USR1 $job
 wait $job; rc=$?
 [[ $rc == 75 ]] || { cat "$work/batch.log"; fail "job script with GPT_LAUNCHER=mpirun: exit $rc after SIGUSR1 to its shell, expected 75"; }
 n=$(sed -n 's/.*stopping after step \([0-9]*\) of .*/\1/p' "$work/batch.log")
-grep -q "stopping after step $n of $steps: SIGUSR1 on 2 of 2 ranks" "$work/batch.log" ||
-  { cat "$work/batch.log"; fail "the job script's stop line does not say SIGUSR1 on 2 of 2 ranks"; }
+# 1 or 2 of 2, as in 2.: mpirun forwards the signal to each rank, and with
+# steps of about 1 ms the step's all-reduce of the stop flags may fall
+# between the two deliveries (seen once in a loaded ctest -j2 run). Either
+# way every rank stopped after the same step (the checkpoint below).
+grep -q "stopping after step $n of $steps: SIGUSR1 on [12] of 2 ranks" "$work/batch.log" ||
+  { cat "$work/batch.log"; fail "the job script's stop line does not name SIGUSR1"; }
 [[ -f "$work/ckpt3/step_$(printf %08d "$n")/COMPLETE" ]] || fail "the job script's run left no checkpoint of step $n"
-echo "ok: GPT_LAUNCHER=mpirun: SIGUSR1 to the batch shell stopped every rank after step $n, checkpointed, exit 75"
+echo "ok: GPT_LAUNCHER=mpirun: SIGUSR1 to the batch shell stopped the job after step $n, checkpointed, exit 75"

@@ -10,6 +10,7 @@
 
 #include "comm/mpi_env.hpp"
 #include "core/logging.hpp"
+#include "core/plural.hpp"
 #include "mpi_test_env.hpp"
 
 namespace {
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   listeners.Append(new FailurePrinter(env.rank()));
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (env.rank() == 0) std::printf("[ranks] %d ranks, %s\n", env.size(), failed ? "SOME RANK FAILED" : "all passed");
+  if (env.rank() == 0)
+    std::printf("[ranks] %s, %s\n", gpt::count_of(env.size(), "rank").c_str(), failed ? "SOME RANK FAILED" : "all passed");
   return failed;
 }
