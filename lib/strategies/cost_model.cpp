@@ -214,12 +214,13 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
   const Sharding s = sharding_of(p);
   const NumericFormat& f = w.format;
   const int a = std::max(1, w.accum);
+  // Collectives a group issues per call site: a group of one rank issues none.
+  const int shard = s.S > 1 ? 1 : 0, replicate = s.R > 1 ? 1 : 0;
   CommCost c;
   for (size_t u = 0; u < layout.num_units(); ++u) {
     const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
     const int64_t full_p = sh.padded_numel * f.param_bytes, full_r = sh.padded_numel * f.reduce_bytes;
     const bool emb_or_final = u == layout.embedding_unit() || u == layout.final_unit();
-    const int shard = s.S > 1 ? 1 : 0;  // a group of one rank issues nothing
     if (s.params_sharded) {
       // zero3: all-gather in forward and again in backward, except the
       // embedding and final units, which stay gathered through the
@@ -251,12 +252,12 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
     // ddp: all-reduce of the full gradient; hybrid: of the owned shard.
     const int64_t reduced = (s.S > 1 ? sh.shard_numel : sh.padded_numel) * f.reduce_bytes;
     c.replicate_bytes += ring(2, reduced, s.R);
-    c.replicate_calls.all_reduces += s.R > 1 ? 1 : 0;
+    c.replicate_calls.all_reduces += replicate;
   }
   c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
   c.after_backward_bytes += ring(2, 4, s.S);
-  c.shard_calls.all_reduces += s.S > 1 ? 1 : 0;
-  c.after_backward_calls.all_reduces += s.S > 1 ? 1 : 0;
+  c.shard_calls.all_reduces += shard;
+  c.after_backward_calls.all_reduces += shard;
   c.bytes = c.shard_bytes + c.replicate_bytes;
   c.calls = c.shard_calls.total() + c.replicate_calls.total();
   // Shard groups: S consecutive ranks, R of them; replicate groups: stride S, S of them.

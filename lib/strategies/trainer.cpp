@@ -72,7 +72,9 @@ std::string format_eta(double s) {
 // what the memory came from, for the log.
 std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optional<RankGpu>& gpu,
                              ClusterSpec* cluster) {
-  double least[3] = {0, 0, 0};  // bytes, FLOP/s per rank, intra-node bytes/s; 0: no GPU
+  // The least over ranks of: bytes, FLOP/s per rank, intra-node bytes/s (0:
+  // no GPU), and 1 for a GPU of its own, 0 for one shared.
+  double least[4] = {0, 0, 0, 1};
   if (gpu) {
     const double peak = gpu->peak_flops(c.precision == Precision::kBf16);
     const double ring = gpu_ring_bandwidth(gpu->name);
@@ -81,13 +83,14 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
     // Ranks sharing a GPU talk through the MPI communicator's host staging,
     // at its bandwidth and latency.
     least[2] = gpu->ranks > 1 ? ClusterSpec::kHostIntraBw : ring > 0 ? ring : cluster->intra_bw;
+    least[3] = gpu->ranks > 1 ? 0 : 1;
   }
-  MPI_Allreduce(MPI_IN_PLACE, least, 3, MPI_DOUBLE, MPI_MIN, base);
+  MPI_Allreduce(MPI_IN_PLACE, least, 4, MPI_DOUBLE, MPI_MIN, base);
   if (least[0] <= 0) return "the planner's default: a rank sees no GPU";
   cluster->device_memory = int64_t(least[0]);
   cluster->peak_flops = least[1];
   cluster->intra_bw = least[2];
-  if (least[2] == ClusterSpec::kHostIntraBw) {
+  if (least[3] == 0) {
     cluster->base_lat = ClusterSpec::kHostBaseLat;
     cluster->intra_lat = ClusterSpec::kHostIntraLat;
   }
