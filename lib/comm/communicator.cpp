@@ -6,7 +6,10 @@
 
 namespace gpt {
 
-void Communicator::set_trace_label(const std::string& label) { trace_lane_ = trace::lane("comm " + label); }
+void Communicator::set_trace_label(const std::string& label) {
+  trace_label_ = "comm " + label;
+  trace_lane_ = trace::lane(trace_label_);
+}
 
 std::string to_string(DType t) { return t == DType::kF32 ? "f32" : "bf16"; }
 

@@ -38,7 +38,8 @@ class Work {
   // Never blocks. True once the result is in the output buffer.
   virtual bool is_completed() = 0;
   // Blocks until completion (time spent here counts as exposed
-  // communication) and rethrows the collective's error, if any.
+  // communication; on a GPU communicator the compute stream is what waits,
+  // and its stall is what counts) and rethrows the collective's error, if any.
   virtual void wait() = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
@@ -53,7 +54,7 @@ struct CommTotals {
   int64_t bytes = 0;
   int64_t calls = 0;
   double time_s = 0;     // wall time the collectives took on the progress engine
-  double exposed_s = 0;  // time the caller spent blocked waiting for them
+  double exposed_s = 0;  // time the caller (on a GPU: its compute stream) spent blocked waiting for them
 };
 
 class CommStats {
@@ -95,6 +96,12 @@ class Communicator {
   // for and whose later work waits for its result (a cudaStream_t; the host
   // communicators ignore it).
   virtual void set_compute_stream(void* /*stream*/) {}
+  // GPU communicators time their collectives, and the compute stream's
+  // waits for them, with events that complete after the host has moved on:
+  // this adds to stats() those that have completed since the last call
+  // (with `finish`, it first waits for all of them: the end of a run). The
+  // host communicators account as they go.
+  virtual void update_stats(bool /*finish*/ = false) {}
   // Throws StuckError when the communicator has failed asynchronously (NCCL:
   // ncclCommGetAsyncError); the host communicators fail synchronously.
   // Polled while the host waits for the GPU (core/cuda/host_wait.hpp).
@@ -109,6 +116,7 @@ class Communicator {
   // Bytes this rank sends for a collective, per the convention above.
   int64_t ring_bytes(double factor, size_t full_bytes) const;
   CommStats stats_;
+  std::string trace_label_;
   int trace_lane_ = -1;
 };
 

@@ -21,6 +21,7 @@ Recorder& rec() {
 }
 
 std::atomic<bool> g_on{false};
+std::atomic<uint64_t> g_epoch{0};
 
 }  // namespace
 
@@ -32,8 +33,11 @@ void start(size_t max_events) {
   r.cap = max_events;
   r.dropped = 0;
   r.t0 = std::chrono::steady_clock::now();
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
   g_on.store(true, std::memory_order_release);
 }
+
+uint64_t epoch() { return g_epoch.load(std::memory_order_relaxed); }
 
 void stop() { g_on.store(false, std::memory_order_release); }
 

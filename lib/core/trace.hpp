@@ -37,6 +37,9 @@ void start(size_t max_events = size_t(1) << 21);
 void stop();
 bool enabled();
 double now_us();
+// Counts start() calls: a recorder that maps another clock (a GPU's events)
+// onto now_us() takes its reference again when this changes.
+uint64_t epoch();
 
 // A named lane (thread row) of this process; the same name gives the same lane.
 int lane(const std::string& name);

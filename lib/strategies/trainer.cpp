@@ -669,6 +669,7 @@ struct Trainer::Impl {
   CommTotals comm_since_reset() {
     CommTotals sum;
     for (Communicator* c : comms()) {
+      c->update_stats();  // NCCL: the collectives (and waits) whose events have completed
       const CommTotals x = c->stats().totals();
       sum.bytes += x.bytes;
       sum.calls += x.calls;
@@ -1091,6 +1092,7 @@ struct Trainer::Impl {
     join_checkpoint();  // the run is not done until its last checkpoint is published
     sum.steps_done = start_step + int(sum.losses.size());
     if (!cfg.trace.empty()) {
+      for (Communicator* c : comms()) c->update_stats(/*finish=*/true);  // NCCL: the last collectives' slices
       trace::stop();
       StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
       write_trace(cfg.trace, base);
