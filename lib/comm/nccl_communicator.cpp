@@ -37,15 +37,15 @@ void check_async_error(ncclComm_t comm, const char* file, int line) {
 }  // namespace
 }  // namespace gpt
 
-#define GPT_CUDA_CHECK(stmt)                                                                              \
-  do {                                                                                                    \
-    cudaError_t e_ = (stmt);                                                                              \
-    if (e_ != cudaSuccess) ::gpt::throw_gpu_error(cudaGetErrorString(e_), #stmt, __FILE__, __LINE__);     \
+#define GPT_CUDA_CHECK(stmt)                                                                          \
+  do {                                                                                                \
+    cudaError_t e_ = (stmt);                                                                          \
+    if (e_ != cudaSuccess) ::gpt::throw_gpu_error(cudaGetErrorString(e_), #stmt, __FILE__, __LINE__); \
   } while (0)
-#define GPT_NCCL_CHECK(stmt)                                                                              \
-  do {                                                                                                    \
-    ncclResult_t r_ = (stmt);                                                                             \
-    if (r_ != ncclSuccess) ::gpt::throw_gpu_error(ncclGetErrorString(r_), #stmt, __FILE__, __LINE__);     \
+#define GPT_NCCL_CHECK(stmt)                                                                          \
+  do {                                                                                                \
+    ncclResult_t r_ = (stmt);                                                                         \
+    if (r_ != ncclSuccess) ::gpt::throw_gpu_error(ncclGetErrorString(r_), #stmt, __FILE__, __LINE__); \
   } while (0)
 
 namespace gpt {
@@ -251,8 +251,7 @@ void NcclCommunicator::update_stats(bool finish) {
       trace::record({w->op_.op, "collective", -1, trace_lane_, true, next_id++, w->issued_us_,
                      std::max(0.0, end_us - w->issued_us_), w->bytes_});
       if (stall_ms > 0)
-        trace::record({w->op_.wait, "comm", -1, stall_lane_, false, 0, end_us - 1e3 * stall_ms,
-                       1e3 * stall_ms, -1});
+        trace::record({w->op_.wait, "comm", -1, stall_lane_, false, 0, end_us - 1e3 * stall_ms, 1e3 * stall_ms, -1});
     }
   }
   for (; i < timing_.size(); ++i, ++kept)
@@ -261,32 +260,36 @@ void NcclCommunicator::update_stats(bool finish) {
 }
 
 WorkPtr NcclCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
-  return launch(kAllReduce, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), comm_, s); },
-                ring_bytes(2, count * dtype_size(t)));
+  return launch(
+      kAllReduce, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), comm_, s); },
+      ring_bytes(2, count * dtype_size(t)));
 }
 
-WorkPtr NcclCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t,
-                                               ReduceOp op) {
+WorkPtr NcclCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) {
   return launch(
-      kReduceScatter, [&](cudaStream_t s) { return ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, s); },
+      kReduceScatter,
+      [&](cudaStream_t s) { return ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, s); },
       ring_bytes(1, recv_count * size_t(size_) * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::all_gather_async(const void* send, void* recv, size_t send_count, DType t) {
-  return launch(kAllGather, [&](cudaStream_t s) { return ncclAllGather(send, recv, send_count, nccl_type(t), comm_, s); },
-                ring_bytes(1, send_count * size_t(size_) * dtype_size(t)));
+  return launch(
+      kAllGather, [&](cudaStream_t s) { return ncclAllGather(send, recv, send_count, nccl_type(t), comm_, s); },
+      ring_bytes(1, send_count * size_t(size_) * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::broadcast_async(void* buf, size_t count, DType t, int root) {
   GPT_CHECK(root >= 0 && root < size_, "broadcast root {} outside communicator of {}", root, size_);
-  return launch(kBroadcast, [&](cudaStream_t s) { return ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, s); },
-                ring_bytes(1, count * dtype_size(t)));
+  return launch(
+      kBroadcast, [&](cudaStream_t s) { return ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, s); },
+      ring_bytes(1, count * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::barrier_async() {
   // NCCL has no barrier: a one-element all-reduce orders every rank the same way.
   return launch(
-      kBarrier, [&](cudaStream_t s) { return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, s); }, 0);
+      kBarrier,
+      [&](cudaStream_t s) { return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, s); }, 0);
 }
 
 }  // namespace gpt

@@ -22,6 +22,7 @@ Recorder& rec() {
 
 std::atomic<bool> g_on{false};
 std::atomic<uint64_t> g_epoch{0};
+std::atomic<DeviceMarks*> g_marks{nullptr};
 
 }  // namespace
 
@@ -38,6 +39,9 @@ void start(size_t max_events) {
 }
 
 uint64_t epoch() { return g_epoch.load(std::memory_order_relaxed); }
+
+void set_device_marks(DeviceMarks* marks) { g_marks.store(marks, std::memory_order_release); }
+DeviceMarks* device_marks() { return g_marks.load(std::memory_order_acquire); }
 
 void stop() { g_on.store(false, std::memory_order_release); }
 

@@ -50,13 +50,36 @@ void record(const Event& e);
 std::vector<Event> events();
 size_t dropped();
 
-// A slice covering this object's lifetime on `lane`.
+// The device's own clock for the training loop's slices. On a GPU the
+// loop's spans time the host's enqueueing; with marks set, each span on
+// lane 0 also marks its begin and end on the compute stream, and the marks
+// become a slice at the GPU's times on a lane of their own
+// (strategies/cuda/stream_marks.hpp). begin() returns a token for end().
+class DeviceMarks {
+ public:
+  virtual ~DeviceMarks() = default;
+  virtual int begin(const char* name, const char* cat, int index) = 0;
+  virtual void end(int token) = 0;
+  // Waits for the device to pass every mark and records their slices (the
+  // end of a trace, before stop()).
+  virtual void finish() = 0;
+};
+// The process's marks (nullptr: none); the caller keeps them alive until unset.
+void set_device_marks(DeviceMarks* marks);
+DeviceMarks* device_marks();
+
+// A slice covering this object's lifetime on `lane` (on lane 0, and with
+// device marks set, also on the device's lane).
 class Span {
  public:
   Span(const char* name, const char* cat, int index = -1, int lane = 0)
-      : on_(enabled()), name_(name), cat_(cat), index_(index), lane_(lane), t0_(on_ ? now_us() : 0) {}
+      : on_(enabled()), name_(name), cat_(cat), index_(index), lane_(lane), t0_(on_ ? now_us() : 0) {
+    if (on_ && lane == 0 && (marks_ = device_marks())) token_ = marks_->begin(name, cat, index);
+  }
   ~Span() {
-    if (on_) record({name_, cat_, index_, lane_, false, 0, t0_, now_us() - t0_, -1});
+    if (!on_) return;
+    record({name_, cat_, index_, lane_, false, 0, t0_, now_us() - t0_, -1});
+    if (marks_) marks_->end(token_);
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
@@ -67,6 +90,8 @@ class Span {
   const char* cat_;
   int index_, lane_;
   double t0_;
+  DeviceMarks* marks_ = nullptr;
+  int token_ = -1;
 };
 
 }  // namespace gpt::trace

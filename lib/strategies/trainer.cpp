@@ -287,6 +287,12 @@ struct Trainer::Impl {
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
   std::vector<int> nan_grad_steps = nan_grad_steps_for_test();  // GPT_TEST_NAN_GRAD_STEPS
+  // --trace on a GPU: the loop's spans at the compute stream's times too.
+  // Unset (by the guard, destroyed first) before the marks go away.
+  std::unique_ptr<trace::DeviceMarks> trace_marks;
+  struct UnsetMarks {
+    ~UnsetMarks() { trace::set_device_marks(nullptr); }
+  } unset_marks;
   static int rank_of(MPI_Comm c) {
     int r;
     MPI_Comm_rank(c, &r);
@@ -940,6 +946,7 @@ struct Trainer::Impl {
       check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
       bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
       trace::start();
+      if (backend && (trace_marks = backend->make_trace_marks())) trace::set_device_marks(trace_marks.get());
     }
     const int start_step = restore();
     if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
@@ -1093,6 +1100,8 @@ struct Trainer::Impl {
     sum.steps_done = start_step + int(sum.losses.size());
     if (!cfg.trace.empty()) {
       for (Communicator* c : comms()) c->update_stats(/*finish=*/true);  // NCCL: the last collectives' slices
+      if (trace_marks) trace_marks->finish();
+      trace::set_device_marks(nullptr);
       trace::stop();
       StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
       write_trace(cfg.trace, base);

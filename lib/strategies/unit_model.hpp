@@ -11,6 +11,7 @@
 
 #include "comm/mpi_env.hpp"
 #include "core/memory.hpp"
+#include "core/trace.hpp"
 #include "model/gpt.hpp"
 #include "model/layout.hpp"
 #include "strategies/arena.hpp"
@@ -67,6 +68,9 @@ class DeviceBackend {
   virtual std::string cudnn_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/) {
     return "this backend has no cuDNN attention";
   }
+  // --trace: marks of the training loop's spans on the compute stream
+  // (strategies/cuda/stream_marks.hpp), or nullptr.
+  virtual std::unique_ptr<trace::DeviceMarks> make_trace_marks() { return nullptr; }
 };
 // The GPU this rank uses (--device cuda), found before the backend exists:
 // pick_gpu's choice among the GPUs it sees, what CUDA says of it, and how

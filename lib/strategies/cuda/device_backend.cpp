@@ -16,6 +16,7 @@
 #include "model/cuda/check.hpp"
 #include "model/cuda/elementwise.hpp"
 #include "model/cuda/gpt_cuda.hpp"
+#include "strategies/cuda/stream_marks.hpp"
 #include "strategies/unit_model.hpp"
 
 namespace gpt {
@@ -205,6 +206,7 @@ class CudaBackend final : public DeviceBackend {
   std::string device_name() const override { return name_; }
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
+  std::unique_ptr<trace::DeviceMarks> make_trace_marks() override { return cuda::make_stream_marks(stream_); }
   std::string cudnn_attention_unavailable(int B, int T, int C, int NH) override {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
     return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
