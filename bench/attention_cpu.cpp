@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../apps/command_line.hpp"  // kPositiveInt: the ranges named as integers
 #include "json_lines.hpp"
 
 #include "core/host_heap.hpp"
@@ -149,10 +150,10 @@ int main(int argc, char** argv) {
   CLI::App app{"attention_cpu: the CPU's flash-style attention against the materialised T x T form, side by side"};
   int reps = 5, threads = 0, heads = 12;
   std::string json_path;
-  app.add_option("--reps", reps, "timed repetitions (median; one more warms up)")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "timed repetitions (median; one more warms up)")->check(gpt::kPositiveInt);
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
   app.add_option("--heads", heads, "heads of 64 (12: gpt2-124m's; fewer than --threads shows the forward's "
-                 "split of a head's query blocks across threads)")->capture_default_str()->check(CLI::PositiveNumber);
+                 "split of a head's query blocks across threads)")->capture_default_str()->check(gpt::kPositiveInt);
   app.add_option("--json", json_path, "also write the JSON lines here");
   CLI11_PARSE(app, argc, argv);
   keep_large_heap_blocks();  // as gpt_train (core/host_heap.hpp)

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Causal attention kernels of the CUDA backend, side by side"};
   bench::add_shape_options(app, a, false);
-  app.add_option("--iters", a.iters, "timed iterations")->check(CLI::PositiveNumber);
+  app.add_option("--iters", a.iters, "timed iterations")->check(gpt::kPositiveInt);
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return run(a); });
 }

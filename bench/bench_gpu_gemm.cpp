@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"The matrix products of a training step through cuBLASLt, one by one"};
   bench::add_shape_options(app, a, true);
-  app.add_option("--iters", a.iters, "timed calls of each product")->check(CLI::PositiveNumber);
+  app.add_option("--iters", a.iters, "timed calls of each product")->check(gpt::kPositiveInt);
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] {
     const nlohmann::json r = a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a);

@@ -117,10 +117,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Sampling on the GPU: the key/value cache against whole passes"};
   app.add_option("--model", a.model, "model preset");
   app.add_option("--seq", a.seq, "the model's context as the trainer allocates it (GPTOptions::max_seq)")
-      ->check(CLI::PositiveNumber);
+      ->check(gpt::kPositiveInt);
   app.add_option("--precision", a.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
-  app.add_option("--prompt", a.prompt, "prompt tokens")->check(CLI::PositiveNumber);
-  app.add_option("--tokens", a.tokens, "new tokens (greedy)")->check(CLI::PositiveNumber);
+  app.add_option("--prompt", a.prompt, "prompt tokens")->check(gpt::kPositiveInt);
+  app.add_option("--tokens", a.tokens, "new tokens (greedy)")->check(gpt::kPositiveInt);
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

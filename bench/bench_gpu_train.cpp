@@ -230,8 +230,8 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Single-GPU training throughput of the CUDA backend"};
   bench::add_shape_options(app, a, true);
-  app.add_option("--steps", a.steps, "timed steps")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", a.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", a.steps, "timed steps")->check(gpt::kPositiveInt);
+  app.add_option("--warmup", a.warmup, "untimed steps first")->check(gpt::kNonNegativeInt);
   app.add_flag("--activation-checkpointing", a.checkpointing, "keep block inputs only, recompute blocks");
   app.add_option("--recompute", a.recompute, "activations recomputed in backward: none | gelu | gelu-ln")
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../apps/command_line.hpp"  // kPositiveInt: the ranges named as integers
 #include "core/cuda/device_query.hpp"
 #include "model/cuda/check.hpp"
 #include "model/cuda/device_state.hpp"
@@ -30,8 +31,8 @@ struct Shape {
 // --model, --batch, --seq; and --precision where the benchmark has a choice.
 inline void add_shape_options(CLI::App& app, Shape& s, bool with_precision) {
   app.add_option("--model", s.model, "model preset");
-  app.add_option("--batch", s.batch, "micro-batch sequences")->check(CLI::PositiveNumber);
-  app.add_option("--seq", s.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--batch", s.batch, "micro-batch sequences")->check(gpt::kPositiveInt);
+  app.add_option("--seq", s.seq, "sequence length")->check(gpt::kPositiveInt);
   if (with_precision) app.add_option("--precision", s.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}));
 }
 

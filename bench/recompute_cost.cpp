@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../apps/command_line.hpp"  // kPositiveInt: the ranges named as integers
 #include "json_lines.hpp"
 
 #include "core/host_heap.hpp"
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
   CLI::App app{"recompute_cost: activation memory and time of --recompute on the CPU, side by side"};
   int reps = 5, threads = 0;
   std::string configs = "a,b,c", json_path;
-  app.add_option("--reps", reps, "timed repetitions per mode (median; one more warms up)")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "timed repetitions per mode (median; one more warms up)")->check(gpt::kPositiveInt);
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
   app.add_option("--configs", configs, "comma-separated: a, b, c");
   app.add_option("--json", json_path, "also write the JSON lines here");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../apps/command_line.hpp"  // kPositiveInt: the ranges named as integers
 #include "json_lines.hpp"
 
 #include "core/host_heap.hpp"
@@ -93,8 +94,8 @@ int main(int argc, char** argv) {
   CLI::App app{"sample_decode: sampling with the key/value cache against whole passes (CPU)"};
   int P = 256, K = 16, threads = 0;
   std::string configs = "tiny,gpt2-124m", json_path;
-  app.add_option("--prompt", P, "prompt tokens (at most the context less --tokens)")->check(CLI::PositiveNumber);
-  app.add_option("--tokens", K, "new tokens")->check(CLI::PositiveNumber);
+  app.add_option("--prompt", P, "prompt tokens (at most the context less --tokens)")->check(gpt::kPositiveInt);
+  app.add_option("--tokens", K, "new tokens")->check(gpt::kPositiveInt);
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
   app.add_option("--configs", configs, "comma-separated presets");
   app.add_option("--json", json_path, "also write the JSON lines here");

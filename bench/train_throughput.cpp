@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../apps/command_line.hpp"  // kPositiveInt: the ranges named as integers
 #include "json_lines.hpp"
 
 #include "core/host_heap.hpp"
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   int steps = 5, warmup = 2, threads = 0;
   std::string configs = "a,b,c", json_path;
   bool ckpt = false;
-  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps")->check(gpt::kPositiveInt);
   app.add_option("--warmup", warmup, "untimed warm-up steps");
   app.add_option("--threads", threads, "threads (0: OpenMP default)");
   app.add_option("--configs", configs, "comma-separated: a, b, c");
