@@ -31,6 +31,16 @@ enum class ReduceOp { kSum, kAvg };
 constexpr size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
 std::string to_string(DType t);
 
+// A collective's names in traces: the operation, and a caller's wait for it
+// (the MPI communicator's and the NCCL communicator's alike).
+struct CollectiveNames {
+  const char* op;
+  const char* wait;
+};
+inline constexpr CollectiveNames kAllReduceNames{"all_reduce", "wait all_reduce"},
+    kReduceScatterNames{"reduce_scatter", "wait reduce_scatter"}, kAllGatherNames{"all_gather", "wait all_gather"},
+    kBroadcastNames{"broadcast", "wait broadcast"}, kBarrierNames{"barrier", "wait barrier"};
+
 // A handle on one async collective.
 class Work {
  public:

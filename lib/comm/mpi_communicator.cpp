@@ -131,26 +131,15 @@ void MpiCommunicator::run_on_host(const void* send, size_t send_bytes, void* rec
   fn(send, recv);
 }
 
-const char* MpiCommunicator::op_name(Op op) {
+CollectiveNames MpiCommunicator::names(Op op) {
   switch (op) {
-    case Op::kAllReduce: return "all_reduce";
-    case Op::kReduceScatter: return "reduce_scatter";
-    case Op::kAllGather: return "all_gather";
-    case Op::kBroadcast: return "broadcast";
-    case Op::kBarrier: return "barrier";
+    case Op::kAllReduce: return kAllReduceNames;
+    case Op::kReduceScatter: return kReduceScatterNames;
+    case Op::kAllGather: return kAllGatherNames;
+    case Op::kBroadcast: return kBroadcastNames;
+    case Op::kBarrier: return kBarrierNames;
   }
-  return "?";
-}
-
-const char* MpiCommunicator::wait_name(Op op) {
-  switch (op) {
-    case Op::kAllReduce: return "wait all_reduce";
-    case Op::kReduceScatter: return "wait reduce_scatter";
-    case Op::kAllGather: return "wait all_gather";
-    case Op::kBroadcast: return "wait broadcast";
-    case Op::kBarrier: return "wait barrier";
-  }
-  return "wait";
+  return {"?", "wait"};
 }
 
 struct MpiCommunicator::Task final : Work {
@@ -174,7 +163,7 @@ struct MpiCommunicator::Task final : Work {
     // ("wait all_gather"): as long as it blocked (exposed communication),
     // and of no length when the collective had already completed.
     std::optional<trace::Span> blocked;
-    if (trace::enabled()) blocked.emplace(wait_name(call.op), "comm");
+    if (trace::enabled()) blocked.emplace(names(call.op).wait, "comm");
     const Watchdog& w = watchdog();
     if (w.idle()) {
       cv.wait(lk, [&] { return done; });
@@ -182,7 +171,7 @@ struct MpiCommunicator::Task final : Work {
       // Bounded: a rank that never joins makes this a StuckError after
       // --comm-timeout, not a hang (core/watchdog.hpp).
       wait_until([&] { return cv.wait_for(lk, std::chrono::milliseconds(1), [&] { return done; }); }, w,
-                 {"an MPI collective", op_name(call.op)});
+                 {"an MPI collective", names(call.op).op});
     }
     blocked.reset();
     stats->add_exposed(t.seconds());
@@ -243,7 +232,7 @@ void MpiCommunicator::progress_loop() {
       error = std::current_exception();
     }
     stats_.add_time(t.seconds());
-    const char* op = op_name(task->call.op);
+    const char* op = names(task->call.op).op;
     if (trace_lane_ >= 0 && trace::enabled()) {
       // The transfer itself on this communicator's lane, and issue -> completion
       // as an async slice (queued collectives overlap each other).

@@ -65,8 +65,7 @@ class MpiCommunicator final : public Communicator {
     int root = 0;
     bool in_place = false;
   };
-  static const char* op_name(Op op);    // for traces and the watchdog
-  static const char* wait_name(Op op);  // the trace slice of a wait for one: "wait all_gather"
+  static CollectiveNames names(Op op);  // for traces and the watchdog
   struct Task;
   WorkPtr enqueue(const Call& call, int64_t bytes);
   void run(const Call& c);  // on the progress thread

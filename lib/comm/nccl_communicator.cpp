@@ -6,8 +6,8 @@
 #include <atomic>
 #include <vector>
 
+#include "core/cuda/host_wait.hpp"
 #include "core/trace.hpp"
-#include "core/watchdog.hpp"
 
 #include "comm/mpi_check.hpp"
 
@@ -50,39 +50,10 @@ void check_async_error(ncclComm_t comm, const char* file, int line) {
 
 namespace gpt {
 
-// A collective's name in traces, and the name of the compute stream's wait for it.
-struct OpNames {
-  const char* op;
-  const char* wait;
-};
-
 namespace {
 
 ncclDataType_t nccl_type(DType t) { return t == DType::kF32 ? ncclFloat32 : ncclBfloat16; }
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclAvg; }
-
-// Waits until e has been reached, bounded by the job's watchdog as every
-// host wait for the GPU is (core/cuda/host_wait.hpp; a collective that
-// never finishes would block cudaEventSynchronize forever).
-void wait_for(cudaEvent_t e, const char* what) {
-  const Watchdog& w = watchdog();
-  if (w.idle()) {
-    GPT_CUDA_CHECK(cudaEventSynchronize(e));
-    return;
-  }
-  wait_until(
-      [&] {
-        const cudaError_t q = cudaEventQuery(e);
-        if (q == cudaErrorNotReady) return false;
-        GPT_CUDA_CHECK(q);
-        return true;
-      },
-      w, {"the GPU", what});
-}
-
-constexpr OpNames kAllReduce{"all_reduce", "wait all_reduce"}, kReduceScatter{"reduce_scatter", "wait reduce_scatter"},
-    kAllGather{"all_gather", "wait all_gather"}, kBroadcast{"broadcast", "wait broadcast"},
-    kBarrier{"barrier", "wait barrier"};
 
 }  // namespace
 
@@ -109,7 +80,7 @@ class NcclCommunicator::NcclWork final : public Work {
 
   // For a new collective, issued on behalf of `compute` at host time
   // `issued_us` (traces).
-  void begin(cudaStream_t compute, OpNames op, double issued_us, int64_t bytes) {
+  void begin(cudaStream_t compute, CollectiveNames op, double issued_us, int64_t bytes) {
     compute_ = compute;
     waited_ = false;
     op_ = op;
@@ -138,7 +109,7 @@ class NcclCommunicator::NcclWork final : public Work {
   cudaStream_t compute_ = nullptr;
   ncclComm_t comm_;
   bool waited_ = false;
-  OpNames op_{"", ""};
+  CollectiveNames op_{"", ""};
   double issued_us_ = 0;
   int64_t bytes_ = 0;
 };
@@ -176,7 +147,7 @@ NcclCommunicator::~NcclCommunicator() {
 void NcclCommunicator::check_health() { check_async_error(comm_, __FILE__, __LINE__); }
 
 template <typename Issue>
-WorkPtr NcclCommunicator::launch(OpNames op, const Issue& issue, int64_t bytes) {
+WorkPtr NcclCommunicator::launch(CollectiveNames op, const Issue& issue, int64_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device_));
   // A Work its issuer has dropped and whose times have been read: its
   // events may be recorded again.
@@ -207,13 +178,13 @@ void NcclCommunicator::update_stats(bool finish) {
     // The GPU's clock against the trace's: an event reached while the host
     // waits for it, read right after (once per trace, not in the hot loop).
     GPT_CUDA_CHECK(cudaEventRecord(trace_ref_, stream_));
-    wait_for(trace_ref_, "the trace's clock reference");
+    cuda::wait_event(trace_ref_, "the trace's clock reference");
     trace_ref_us_ = trace::now_us();
     trace_epoch_ = trace::epoch();
     if (stall_lane_ < 0) stall_lane_ = trace::lane(trace_label_ + ": compute stream waiting");
   }
   const auto reached = [&](cudaEvent_t e) {
-    if (finish) wait_for(e, "the collectives' timing at the end of the run");
+    if (finish) cuda::wait_event(e, "the collectives' timing at the end of the run");
     const cudaError_t q = cudaEventQuery(e);
     if (q == cudaErrorNotReady) return false;
     GPT_CUDA_CHECK(q);
@@ -261,34 +232,35 @@ void NcclCommunicator::update_stats(bool finish) {
 
 WorkPtr NcclCommunicator::all_reduce_async(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
   return launch(
-      kAllReduce, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), comm_, s); },
+      kAllReduceNames,
+      [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), comm_, s); },
       ring_bytes(2, count * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) {
   return launch(
-      kReduceScatter,
+      kReduceScatterNames,
       [&](cudaStream_t s) { return ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, s); },
       ring_bytes(1, recv_count * size_t(size_) * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::all_gather_async(const void* send, void* recv, size_t send_count, DType t) {
   return launch(
-      kAllGather, [&](cudaStream_t s) { return ncclAllGather(send, recv, send_count, nccl_type(t), comm_, s); },
+      kAllGatherNames, [&](cudaStream_t s) { return ncclAllGather(send, recv, send_count, nccl_type(t), comm_, s); },
       ring_bytes(1, send_count * size_t(size_) * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::broadcast_async(void* buf, size_t count, DType t, int root) {
   GPT_CHECK(root >= 0 && root < size_, "broadcast root {} outside communicator of {}", root, size_);
   return launch(
-      kBroadcast, [&](cudaStream_t s) { return ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, s); },
+      kBroadcastNames, [&](cudaStream_t s) { return ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, s); },
       ring_bytes(1, count * dtype_size(t)));
 }
 
 WorkPtr NcclCommunicator::barrier_async() {
   // NCCL has no barrier: a one-element all-reduce orders every rank the same way.
   return launch(
-      kBarrier,
+      kBarrierNames,
       [&](cudaStream_t s) { return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, s); }, 0);
 }
 

@@ -41,8 +41,6 @@
 
 namespace gpt {
 
-struct OpNames;  // a collective's names in traces (nccl_communicator.cpp)
-
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm group, int device);
@@ -70,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   // The one place that orders streams, issues a collective (issue(stream))
   // and hands out its Work.
   template <typename Issue>
-  WorkPtr launch(OpNames op, const Issue& issue, int64_t bytes);
+  WorkPtr launch(CollectiveNames op, const Issue& issue, int64_t bytes);
   static constexpr size_t kPrefill = 64;  // Works made up front (see the constructor)
 
   int rank_ = 0, size_ = 1, device_ = 0;
