@@ -155,12 +155,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
     fs::rename(tmp, final_dir);
     fsync_path(ckpt_dir);
     if (keep_last > 0) {
-      std::vector<std::string> done;
-      for (const auto& e : fs::directory_iterator(ckpt_dir)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE")) done.push_back(e.path().string());
-      }
-      std::sort(done.begin(), done.end());
+      const std::vector<std::string> done = published_checkpoints(ckpt_dir);
       for (size_t i = 0; i + size_t(keep_last) < done.size(); ++i) fs::remove_all(done[i]);
     }
   }
@@ -168,15 +163,20 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   return final_dir;
 }
 
-std::string latest_checkpoint(const std::string& ckpt_dir) {
-  std::string best;
-  if (!fs::is_directory(ckpt_dir)) return best;
+std::vector<std::string> published_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::string> done;
+  if (!fs::is_directory(ckpt_dir)) return done;
   for (const auto& e : fs::directory_iterator(ckpt_dir)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE") && e.path().string() > best)
-      best = e.path().string();
+    if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE")) done.push_back(e.path().string());
   }
-  return best;
+  std::sort(done.begin(), done.end());  // step_ and 8 digits: name order is step order
+  return done;
+}
+
+std::string latest_checkpoint(const std::string& ckpt_dir) {
+  const std::vector<std::string> done = published_checkpoints(ckpt_dir);
+  return done.empty() ? std::string() : done.back();
 }
 
 std::string not_a_checkpoint(const std::string& path) {
@@ -221,13 +221,13 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
     meta.optimizer_updates =
         h5::has_attr(f.get(), "optimizer_updates") ? h5::attr_int(f.get(), "optimizer_updates") : meta.step;
     if (meta.optimizer_updates < 0 || meta.optimizer_updates > meta.step)
-      throw DataError(fmt::format("{}: optimizer_updates = {} outside [0, step = {}]", file, meta.optimizer_updates,
-                                  meta.step));
+      throw DamagedCheckpoint(
+          fmt::format("{}: optimizer_updates = {} outside [0, step = {}]", file, meta.optimizer_updates, meta.step));
     // Written since a resume continues the count of skipped steps in a row.
     meta.skipped_in_a_row = h5::has_attr(f.get(), "skipped_in_a_row") ? h5::attr_int(f.get(), "skipped_in_a_row") : 0;
     if (meta.skipped_in_a_row < 0 || meta.skipped_in_a_row > meta.step - meta.optimizer_updates)
-      throw DataError(fmt::format("{}: skipped_in_a_row = {} outside [0, step - optimizer_updates = {}]", file,
-                                  meta.skipped_in_a_row, meta.step - meta.optimizer_updates));
+      throw DamagedCheckpoint(fmt::format("{}: skipped_in_a_row = {} outside [0, step - optimizer_updates = {}]", file,
+                                          meta.skipped_in_a_row, meta.step - meta.optimizer_updates));
     meta.data = {h5::attr_int(f.get(), "data_epoch"), h5::attr_int(f.get(), "data_offset")};
     meta.data_sequences = h5::has_attr(f.get(), "data_sequences") ? h5::attr_int(f.get(), "data_sequences") : 0;
     meta.seed = h5::attr_uint(f.get(), "seed");
@@ -242,22 +242,120 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
           const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
           h5::Id d = h5::open_dataset(f.get(), ds);
           if (h5::shape_of(d.get()) != stored_shape(t))
-            throw DataError(fmt::format("{}: dataset {} has the wrong shape", file, ds));
+            throw DamagedCheckpoint(fmt::format("{}: dataset {} has the wrong shape", file, ds));
           h5::read_range(d.get(), s.state[g] + off, lo, hi, true);
           uint64_t sum = s.canonical && hi > lo ? tensor_checksum(s.state[g] + off, lo, hi - lo) : 0;
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
           if (sum != h5::attr_uint(d.get(), "checksum"))
-            throw DataError(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));
+            throw DamagedCheckpoint(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));
           note_progress(ds);
         }
       });
     }
   } catch (const h5::H5Error& e) {
-    throw DataError(h5::in_file(file, e.what()));
+    throw DamagedCheckpoint(h5::in_file(file, e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(fmt::format("{}: damaged metadata: {}", file, e.what()));
+    throw DamagedCheckpoint(fmt::format("{}: damaged metadata: {}", file, e.what()));
   }
   return meta;
+}
+
+namespace {
+
+// Collective over comm: "" if no rank has an error, else the lowest failing
+// rank's, "on rank R: " first unless every rank has one.
+std::string first_error(MPI_Comm comm, const std::string& own) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int failed = own.empty() ? 0 : 1, first = own.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, comm);
+  if (failed == 0) return "";
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  std::string e = own;
+  int n = int(e.size());
+  MPI_Bcast(&n, 1, MPI_INT, first, comm);
+  e.resize(size_t(n));
+  MPI_Bcast(e.data(), n, MPI_CHAR, first, comm);
+  return failed == size ? e : fmt::format("on rank {}: {}", first, e);
+}
+
+// Rank 0's list, on every rank: a file system whose ranks see the directory
+// at different moments must not have them read different checkpoints.
+std::vector<std::string> published_on_rank0(const std::string& ckpt_dir, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string joined;
+  if (rank == 0)
+    for (const std::string& p : published_checkpoints(ckpt_dir)) joined += p + '\n';
+  int n = int(joined.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  joined.resize(size_t(n));
+  MPI_Bcast(joined.data(), n, MPI_CHAR, 0, comm);
+  std::vector<std::string> list;
+  for (size_t at = 0, end; (end = joined.find('\n', at)) != std::string::npos; at = end + 1)
+    list.push_back(joined.substr(at, end - at));
+  return list;
+}
+
+// Renames a damaged checkpoint to damaged-step_N beside it (.2, .3, ... if
+// taken); "" if that fails.
+std::string set_aside(const std::string& path) {
+  const fs::path p(path);
+  std::string to = (p.parent_path() / ("damaged-" + p.filename().string())).string();
+  for (int k = 2; fs::exists(to); ++k)
+    to = (p.parent_path() / fmt::format("damaged-{}.{}", p.filename().string(), k)).string();
+  std::error_code ec;
+  fs::rename(p, to, ec);
+  return ec ? std::string() : to;
+}
+
+}  // namespace
+
+NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
+                                        const std::vector<UnitSlice>& slices) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // The agreement after each attempt runs on a communicator of its own: a
+  // rank that failed early must not have its vote matched with a collective
+  // of the read that the others are still in.
+  MPI_Comm vote;
+  MPI_Comm_dup(comm, &vote);
+  struct FreeVote {
+    MPI_Comm& c;
+    ~FreeVote() { MPI_Comm_free(&c); }
+  } free_vote{vote};
+  const std::vector<std::string> list = published_on_rank0(ckpt_dir, comm);
+  NewestCheckpoint out;
+  for (auto it = list.rbegin(); it != list.rend(); ++it) {
+    std::string own;
+    CheckpointMeta meta;
+    try {
+      meta = load_checkpoint(*it, comm, layout, slices);
+    } catch (const DamagedCheckpoint& e) {
+      own = e.what();
+      if (own.empty()) own = "damaged";
+    }
+    if (std::string error = first_error(vote, own); !error.empty()) {
+      out.damaged.push_back({*it, std::move(error), ""});
+      continue;
+    }
+    out.path = *it;
+    out.meta = std::move(meta);
+    if (rank == 0)
+      for (NewestCheckpoint::Damaged& d : out.damaged) d.moved_to = set_aside(d.path);
+    return out;
+  }
+  if (!out.damaged.empty()) {
+    std::string why;
+    for (const NewestCheckpoint::Damaged& d : out.damaged)
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", fs::path(d.path).filename().string(), d.error);
+    throw DataError(out.damaged.size() == 1
+                        ? fmt::format("resume auto: the only checkpoint in {} cannot be read: {}", ckpt_dir, why)
+                        : fmt::format("resume auto: none of the {} checkpoints in {} can be read (newest first: {})",
+                                      out.damaged.size(), ckpt_dir, why));
+  }
+  return out;  // none published yet
 }
 
 void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {

@@ -20,7 +20,9 @@
 //   COMPLETE   written last; only a directory with it is a checkpoint.
 // The directory is written as <ckpt-dir>/.partial-step_NNNNNNNN and renamed
 // after every rank has closed the file: a crash never leaves something that
-// --resume auto would pick.
+// --resume auto would pick. A published checkpoint found damaged by
+// --resume auto is renamed <ckpt-dir>/damaged-step_NNNNNNNN once an older
+// one has loaded (load_newest_checkpoint).
 #pragma once
 
 #include <mpi.h>
@@ -31,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "io/data_loader.hpp"
 #include "model/layout.hpp"
 
@@ -77,14 +80,24 @@ struct CheckpointMeta {
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
                             const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last);
 
+// A checkpoint whose files cannot be read or whose contents fail their
+// checks (checksums, metadata, shapes): a storage fault, not a checkpoint of
+// another model or format (those are plain DataErrors). --resume auto goes
+// past one to an older checkpoint.
+class DamagedCheckpoint : public DataError {
+ public:
+  using DataError::DataError;
+};
+
 // What load_checkpoint reads: the whole state (a resume), or the parameters
 // only (--init-from a checkpoint: the moments in the slices are not touched).
 enum class CheckpointPart { kAll, kParams };
 
 // Collective over comm. Reads each rank's slices from the checkpoint at
-// `path`, verifies checksums, and returns its metadata. Throws DataError
-// naming the file for a missing/damaged checkpoint, a model or format
-// mismatch, or a checksum failure.
+// `path`, verifies checksums, and returns its metadata. Throws
+// DamagedCheckpoint naming the file for one that cannot be read or fails a
+// check (a checksum, its metadata, a dataset's shape), DataError for a path
+// that is not a complete checkpoint or one of another model or format.
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
                                const std::vector<UnitSlice>& slices, CheckpointPart part = CheckpointPart::kAll);
 
@@ -92,8 +105,38 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
 // element lo): partial sums of disjoint ranges add up to the whole tensor's.
 uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
 
+// The published checkpoints under ckpt_dir (directories step_N holding
+// COMPLETE), oldest first; none if ckpt_dir does not exist.
+std::vector<std::string> published_checkpoints(const std::string& ckpt_dir);
+
 // The newest published checkpoint under ckpt_dir, or "" if there is none.
 std::string latest_checkpoint(const std::string& ckpt_dir);
+
+// What --resume auto loaded.
+struct NewestCheckpoint {
+  std::string path;  // "" when ckpt_dir holds no published checkpoint (nothing was loaded)
+  CheckpointMeta meta;
+  struct Damaged {
+    std::string path, error;  // error: the lowest failing rank's, "on rank R: " first unless every rank failed
+    std::string moved_to;     // where it was set aside; "" if the rename failed
+  };
+  std::vector<Damaged> damaged;  // newer than `path` and not loadable, newest first
+};
+
+// --resume auto. Collective over comm. Loads the newest published checkpoint
+// under ckpt_dir (rank 0's listing, so every rank reads the same files) that
+// loads on every rank. A newer one that throws DamagedCheckpoint on any rank
+// is passed over on all of them; once an older one has loaded, rank 0
+// renames each passed-over one to damaged-step_NNNNNNNN (then .2, .3, ...
+// if taken): kept for inspection, never picked or pruned again, so a later
+// resume cannot fall back further than this one did. Throws DataError,
+// renaming nothing, when every checkpoint there is damaged (a fresh start
+// would silently throw the run away). Other errors (another model or format)
+// propagate at once, as from load_checkpoint. A rank that fails where the
+// others do not leaves them in a collective read: the caller's StallGuard
+// ends that job.
+NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
+                                        const std::vector<UnitSlice>& slices);
 
 // Why `path` is not a checkpoint when it is what is easily given instead
 // (nothing at all, or the directory of checkpoints rather than one of them,

@@ -195,7 +195,7 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.keep_last = parse_int("keep-last", v, 0); }},
       {"ckpt-async", "snapshot the state and write checkpoints in the background", true,
        [](C& c, P&, S v) { c.ckpt_async = parse_bool("ckpt-async", v); }},
-      {"resume", "auto (newest complete checkpoint in ckpt-dir, if any) or a checkpoint directory", false,
+      {"resume", "auto (newest complete checkpoint in ckpt-dir that loads, if any) or a checkpoint directory", false,
        [](C& c, P&, S v) { c.resume = v; }},
       {"init-from",
        "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors, its directory, or a sharded "

@@ -462,9 +462,25 @@ struct Trainer::Impl {
   }
 
   // Loads the checkpoint chosen by --resume; returns the optimizer steps it
-  // had done and sets optimizer_updates.
+  // had done and sets optimizer_updates. For auto, what every rank loads is
+  // rank 0's choice (resume_path is only this rank's first look).
   int restore() {
-    if (resume_path.empty()) {
+    std::optional<CheckpointMeta> meta;
+    Timer t;
+    if (cfg.resume == "auto") {
+      // HDF5's collective reads block until every rank arrives; each tensor is progress.
+      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
+      NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices());
+      for (const NewestCheckpoint::Damaged& d : newest.damaged)
+        warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
+              d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
+      resume_path = newest.path;
+      if (!resume_path.empty()) meta = std::move(newest.meta);
+    } else if (!resume_path.empty()) {
+      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
+      meta = load_checkpoint(resume_path, base, layout, owned_slices());
+    }
+    if (!meta) {
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
       if (!cfg.init_from.empty()) {
         StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
@@ -474,18 +490,14 @@ struct Trainer::Impl {
       }
       return 0;
     }
-    Timer t;
-    // HDF5's collective reads block until every rank arrives; each tensor is progress.
-    StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
-    const CheckpointMeta meta = load_checkpoint(resume_path, base, layout, owned_slices());
     strategy->after_load();
-    warn_if_data_stream_changed(meta);
-    loader.seek(meta.data);
-    optimizer_updates = meta.optimizer_updates;
-    skipped_in_a_row = int(meta.skipped_in_a_row);
-    log0("resumed from {} (step {}, written by {} on {}, mesh {}) in {:.2f} s", resume_path, meta.step, meta.strategy,
-         count_of(meta.world_size, "rank"), meta.mesh, t.seconds());
-    return int(meta.step);
+    warn_if_data_stream_changed(*meta);
+    loader.seek(meta->data);
+    optimizer_updates = meta->optimizer_updates;
+    skipped_in_a_row = int(meta->skipped_in_a_row);
+    log0("resumed from {} (step {}, written by {} on {}, mesh {}) in {:.2f} s", resume_path, meta->step, meta->strategy,
+         count_of(meta->world_size, "rank"), meta->mesh, t.seconds());
+    return int(meta->step);
   }
 
   void join_checkpoint() {

@@ -270,6 +270,73 @@ TEST(Checkpoint, DamagedMismatchedAndPartialCheckpointsAreRefused) {
   (void)saved;
 }
 
+// --resume auto passes over damaged checkpoints to the newest one that
+// loads, continues from it as a resume of it would, and sets the damaged
+// ones aside so that --keep-last cannot prune the good one away behind them.
+// Not past another model's checkpoint, and with nothing loadable it stops
+// without renaming anything (a fresh start would throw the run away).
+TEST(Checkpoint, ResumeAutoPassesOverDamagedCheckpoints) {
+  const std::string dir = fresh_dir("auto_damaged");
+  RunConfig a = eight_steps("zero2");
+  a.ckpt_dir = dir;
+  a.ckpt_every = 2;
+  const RunResult full = train(a, MPI_COMM_WORLD);
+  ASSERT_EQ(published_checkpoints(dir).size(), 4u);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string s6 = dir + "/step_00000006", s8 = dir + "/step_00000008";
+  if (test::env().rank() == 0) {
+    flip_bit(s8 + "/state.h5", "/params/transformer.h.0.mlp.c_proj.weight", 77, 0x02);
+    fs::resize_file(s6 + "/state.h5", fs::file_size(s6 + "/state.h5") / 2);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // Another model's checkpoint is an error, not damage: nothing is passed over.
+  RunConfig wide = eight_steps("zero2");
+  wide.gpt.n_embd = 128;
+  wide.ckpt_dir = dir;
+  wide.resume = "auto";
+  const std::string e1 = load_error("auto", wide);
+  EXPECT_NE(e1.find(s8 + "/state.h5: model mismatch: n_embd = 64 in the checkpoint, 128 in this run"),
+            std::string::npos)
+      << e1;
+  EXPECT_TRUE(fs::exists(s8 + "/COMPLETE"));
+
+  // Step 8 fails its checksum, step 6 is truncated: the run continues from
+  // step 4, as a resume of step 4 does, bit for bit.
+  RunConfig b = eight_steps("zero2");
+  b.ckpt_dir = dir;
+  b.ckpt_every = 2;
+  b.keep_last = 1;
+  b.resume = "auto";
+  const RunResult cont = train(b, MPI_COMM_WORLD);
+  ASSERT_EQ(cont.losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(cont.losses[i], full.losses[4 + i]) << "step " << 5 + i;
+  EXPECT_EQ(cont.params, full.params);
+  // Set aside, and kept by --keep-last 1, which pruned step 4 and the new step 6.
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(fs::exists(dir + "/damaged-step_00000008/state.h5"));
+  EXPECT_TRUE(fs::exists(dir + "/damaged-step_00000006/state.h5"));
+  EXPECT_EQ(published_checkpoints(dir), std::vector<std::string>{s8});
+  if (test::env().rank() == 0) {
+    EXPECT_TRUE(verify_checkpoint(s8).empty());
+  }
+
+  // The only checkpoint damaged: an error naming it, and nothing renamed. A
+  // second damaged step 8 would be set aside as damaged-step_00000008.2.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (test::env().rank() == 0) flip_bit(s8 + "/state.h5", "/exp_avg_sq/transformer.ln_f.weight", 9, 0x40);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string e2 = load_error("auto", b);
+  EXPECT_NE(e2.find(fmt::format("resume auto: the only checkpoint in {} cannot be read: step_00000008: {}/state.h5: "
+                                "checksum mismatch in /exp_avg_sq/transformer.ln_f.weight",
+                                dir, s8)),
+            std::string::npos)
+      << e2;
+  EXPECT_TRUE(fs::exists(s8 + "/COMPLETE"));
+  EXPECT_FALSE(fs::exists(dir + "/damaged-step_00000008.2"));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // Exports carry exactly the trained parameters: the HDF5 export under
 // nanoGPT names, the llm.c file with its header, order and padded wte, the
 // Hugging Face directory with its safetensors layout and config.
@@ -641,7 +708,7 @@ TEST(Checkpoint, InitFromACheckpointTakesItsParametersOnly) {
   for (const auto& [strategy, self] : std::vector<std::pair<std::string, bool>>{
            {"zero3", false}, {"zero2", false}, {"ddp", true}}) {
     const RunResult want = from(dir + "/model.h5", strategy, self);
-    for (const std::string init : {ckpt, ckpt + "/state.h5"}) {
+    for (const std::string& init : {ckpt, ckpt + "/state.h5"}) {
       SCOPED_TRACE(fmt::format("{} {}", init, self ? "ddp on 1 rank" : strategy + " on the world"));
       const RunResult got = from(init, strategy, self);
       EXPECT_EQ(got.losses, want.losses);
