@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
 
 #include "io/h5.hpp"
 
@@ -358,31 +361,83 @@ NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm co
   return out;  // none published yet
 }
 
+namespace {
+
+// Whether `probe` holds `token`, looking for up to 2 s: a network file
+// system may show a new file a moment after it was written elsewhere.
+bool sees_probe(const std::string& probe, const std::string& token) {
+  for (int tries = 0;; ++tries) {
+    std::ifstream in(probe, std::ios::binary);
+    std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (got == token) return true;
+    if (tries == 20) return false;
+    ::usleep(100'000);
+  }
+}
+
+std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return std::string(name, size_t(len));
+}
+
+}  // namespace
+
 void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {
-  int rank = 0;
+  int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
-  std::string problem;
+  MPI_Comm_size(comm, &size);
+  // Rank 0 creates the directory and writes a probe of a name and contents
+  // no rank has seen before (no stale cache can answer for it).
+  std::string problem, probe, token;
   if (rank == 0) {
+    std::random_device rd;
+    token = fmt::format("{:016x}{:08x}", (uint64_t(rd()) << 32) | rd(), rd());
+    probe = (fs::path(ckpt_dir) / (".shared-test-" + token)).string();
     std::error_code ec;
     fs::create_directories(ckpt_dir, ec);
     if (ec) {
       problem = "cannot create it: " + ec.message();
     } else {
-      const std::string probe = (fs::path(ckpt_dir) / ".write-test").string();
       errno = 0;
       if (std::FILE* f = std::fopen(probe.c_str(), "w")) {
-        std::fclose(f);
-        std::remove(probe.c_str());
+        const bool written = std::fputs(token.c_str(), f) >= 0;
+        if (std::fclose(f) != 0 || !written)
+          problem = fmt::format("cannot write in it: {}", std::strerror(errno ? errno : EIO));
       } else {
         problem = fmt::format("cannot write in it: {}", std::strerror(errno ? errno : EIO));
       }
     }
   }
-  int n = int(problem.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
-  problem.resize(size_t(n));
-  MPI_Bcast(problem.data(), n, MPI_CHAR, 0, comm);
-  if (!problem.empty()) throw ConfigError(fmt::format("invalid ckpt-dir = '{}': {}", ckpt_dir, problem));
+  for (std::string* v : {&problem, &probe, &token}) {
+    int n = int(v->size());
+    MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+    v->resize(size_t(n));
+    MPI_Bcast(v->data(), n, MPI_CHAR, 0, comm);
+  }
+  if (!problem.empty()) {
+    if (rank == 0) std::remove(probe.c_str());
+    throw ConfigError(fmt::format("invalid ckpt-dir = '{}': {}", ckpt_dir, problem));
+  }
+  // Every rank writes into the checkpoints' one HDF5 file: a directory some
+  // ranks do not share (node-local storage in a multi-node job) would give
+  // each node a file of its own, none of them whole.
+  const bool sees = rank == 0 || sees_probe(probe, token);
+  int blind = sees ? 0 : 1, first = sees ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &blind, 1, MPI_INT, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (rank == 0) std::remove(probe.c_str());
+  if (blind == 0) return;
+  std::string host = rank == first ? processor_name() : std::string();
+  int n = int(host.size());
+  MPI_Bcast(&n, 1, MPI_INT, first, comm);
+  host.resize(size_t(n));
+  MPI_Bcast(host.data(), n, MPI_CHAR, first, comm);
+  throw ConfigError(fmt::format(
+      "invalid ckpt-dir = '{}': {} of {} ({}rank {} on {}) cannot see the files rank 0 writes in it; all ranks write "
+      "each checkpoint's one HDF5 file, so it must be on a file system that every node mounts",
+      ckpt_dir, count_of(blind, "rank"), size, blind == 1 ? "" : "the first: ", first, host));
 }
 
 }  // namespace gpt

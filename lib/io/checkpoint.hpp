@@ -144,8 +144,11 @@ NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm co
 std::string not_a_checkpoint(const std::string& path);
 
 // Collective over comm: rank 0 creates ckpt_dir (and its parents) and writes
-// and removes a file in it, so that a directory that cannot hold checkpoints
-// is a ConfigError on every rank at the start, not an error after training.
+// a file in it that every other rank must then read (waiting up to 2 s for
+// it), and removes it. So a directory that cannot hold checkpoints, or one
+// that not every rank shares (node-local storage in a multi-node job), is a
+// ConfigError on every rank at the start, not an error (or a checkpoint
+// written in pieces) after training.
 void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm);
 
 }  // namespace gpt
