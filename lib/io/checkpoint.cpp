@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/plural.hpp"
+#include "comm/agree.hpp"
 #include "core/stall_guard.hpp"
 
 #include <fcntl.h>
@@ -268,19 +269,12 @@ namespace {
 // Collective over comm: "" if no rank has an error, else the lowest failing
 // rank's, "on rank R: " first unless every rank has one.
 std::string first_error(MPI_Comm comm, const std::string& own) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
+  int size = 1;
   MPI_Comm_size(comm, &size);
-  int failed = own.empty() ? 0 : 1, first = own.empty() ? size : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, comm);
-  if (failed == 0) return "";
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  std::string e = own;
-  int n = int(e.size());
-  MPI_Bcast(&n, 1, MPI_INT, first, comm);
-  e.resize(size_t(n));
-  MPI_Bcast(e.data(), n, MPI_CHAR, first, comm);
-  return failed == size ? e : fmt::format("on rank {}: {}", first, e);
+  const RanksWhere failed = ranks_where(!own.empty(), comm);
+  if (failed.count == 0) return "";
+  const std::string e = broadcast_string(own, failed.first, comm);
+  return failed.count == size ? e : fmt::format("on rank {}: {}", failed.first, e);
 }
 
 // Rank 0's list, on every rank: a file system whose ranks see the directory
@@ -291,10 +285,7 @@ std::vector<std::string> published_on_rank0(const std::string& ckpt_dir, MPI_Com
   std::string joined;
   if (rank == 0)
     for (const std::string& p : published_checkpoints(ckpt_dir)) joined += p + '\n';
-  int n = int(joined.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
-  joined.resize(size_t(n));
-  MPI_Bcast(joined.data(), n, MPI_CHAR, 0, comm);
+  joined = broadcast_string(std::move(joined), 0, comm);
   std::vector<std::string> list;
   for (size_t at = 0, end; (end = joined.find('\n', at)) != std::string::npos; at = end + 1)
     list.push_back(joined.substr(at, end - at));
@@ -410,12 +401,7 @@ void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {
       }
     }
   }
-  for (std::string* v : {&problem, &probe, &token}) {
-    int n = int(v->size());
-    MPI_Bcast(&n, 1, MPI_INT, 0, comm);
-    v->resize(size_t(n));
-    MPI_Bcast(v->data(), n, MPI_CHAR, 0, comm);
-  }
+  for (std::string* v : {&problem, &probe, &token}) *v = broadcast_string(std::move(*v), 0, comm);
   if (!problem.empty()) {
     if (rank == 0) std::remove(probe.c_str());
     throw ConfigError(fmt::format("invalid ckpt-dir = '{}': {}", ckpt_dir, problem));
@@ -423,21 +409,14 @@ void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {
   // Every rank writes into the checkpoints' one HDF5 file: a directory some
   // ranks do not share (node-local storage in a multi-node job) would give
   // each node a file of its own, none of them whole.
-  const bool sees = rank == 0 || sees_probe(probe, token);
-  int blind = sees ? 0 : 1, first = sees ? size : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &blind, 1, MPI_INT, MPI_SUM, comm);
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  const RanksWhere blind = ranks_where(rank != 0 && !sees_probe(probe, token), comm);
   if (rank == 0) std::remove(probe.c_str());
-  if (blind == 0) return;
-  std::string host = rank == first ? processor_name() : std::string();
-  int n = int(host.size());
-  MPI_Bcast(&n, 1, MPI_INT, first, comm);
-  host.resize(size_t(n));
-  MPI_Bcast(host.data(), n, MPI_CHAR, first, comm);
+  if (blind.count == 0) return;
+  const std::string host = broadcast_string(rank == blind.first ? processor_name() : "", blind.first, comm);
   throw ConfigError(fmt::format(
       "invalid ckpt-dir = '{}': {} of {} ({}rank {} on {}) cannot see the files rank 0 writes in it; all ranks write "
       "each checkpoint's one HDF5 file, so it must be on a file system that every node mounts",
-      ckpt_dir, count_of(blind, "rank"), size, blind == 1 ? "" : "the first: ", first, host));
+      ckpt_dir, count_of(blind.count, "rank"), size, blind.count == 1 ? "" : "the first: ", blind.first, host));
 }
 
 }  // namespace gpt

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/agree.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi_wait.hpp"
 #include "comm/thread_share.hpp"
@@ -390,20 +391,16 @@ struct Trainer::Impl {
     std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
                                                            cfg.gpt.n_head);
     note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
-    int first = why.empty() ? world : rank;  // the first rank that cannot
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, base);
-    if (first == world) {
+    const RanksWhere cannot = ranks_where(!why.empty(), base);
+    if (cannot.count == 0) {
       resolved.attention = "cudnn";
       resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
       return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
                          cfg.micro_batch, cfg.seq_len);
     }
-    int n = int(why.size());
-    MPI_Bcast(&n, 1, MPI_INT, first, base);
-    why.resize(size_t(n));
-    MPI_Bcast(why.data(), n, MPI_CHAR, first, base);
+    why = broadcast_string(std::move(why), cannot.first, base);
     return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
-                       world > 1 ? fmt::format(" on rank {}", first) : "", why);
+                       world > 1 ? fmt::format(" on rank {}", cannot.first) : "", why);
   }
 
   GPTOptions model_options() const {

@@ -10,6 +10,7 @@
 #include <string>
 #include <numeric>
 
+#include "comm/agree.hpp"
 #include "comm/mesh.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_communicator.hpp"
@@ -227,6 +228,31 @@ TEST(Mesh, DefaultShapeIsNodesByRanksPerNode) {
 }
 
 // How trainers count the ranks using one physical GPU (key: its UUID).
+// The agreement helpers every rank decides a shared error with: the count
+// and lowest rank of those where a condition holds, and that rank's string.
+TEST(Agree, RanksWhereAndOneRanksString) {
+  const int rank = test::env().rank(), size = test::env().size();
+  const RanksWhere none = ranks_where(false, MPI_COMM_WORLD), all = ranks_where(true, MPI_COMM_WORLD);
+  EXPECT_EQ(none.count, 0);
+  EXPECT_EQ(none.first, -1);
+  EXPECT_EQ(all.count, size);
+  EXPECT_EQ(all.first, 0);
+  // The odd ranks (none on 1 rank); then every rank but rank 0.
+  const RanksWhere odd = ranks_where(rank % 2 == 1, MPI_COMM_WORLD);
+  EXPECT_EQ(odd.count, size / 2);
+  EXPECT_EQ(odd.first, size > 1 ? 1 : -1);
+  const RanksWhere last = ranks_where(rank == size - 1, MPI_COMM_WORLD);
+  EXPECT_EQ(last.count, 1);
+  EXPECT_EQ(last.first, size - 1);
+  // Each rank's own string differs in length; root's arrives whole, the empty one too.
+  for (int root = 0; root < size; ++root) {
+    const std::string own = root == 0 && size > 1 ? std::string() : std::string(size_t(3 + rank * 5), char('a' + rank));
+    const std::string want =
+        root == 0 && size > 1 ? std::string() : std::string(size_t(3 + root * 5), char('a' + root));
+    EXPECT_EQ(broadcast_string(own, root, MPI_COMM_WORLD), want) << "root " << root;
+  }
+}
+
 TEST(NodeLayout, RanksOnTheNodeWithTheSameKey) {
   const MpiEnv& env = test::env();
   const NodeLayout node = node_layout(env.world());
