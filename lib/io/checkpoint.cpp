@@ -81,6 +81,17 @@ void test_stall(int rank) {
   for (;;) ::sleep(60);
 }
 
+// Test hook: GPT_TEST_CKPT_LOAD_FAIL_RANK=R makes rank R find every
+// checkpoint it loads damaged before it opens the file (a read that fails
+// on one rank only), so that a test can see the other ranks, left in the
+// collective open, not keep the job waiting.
+bool test_load_fails(MPI_Comm comm) {
+  const char* v = std::getenv("GPT_TEST_CKPT_LOAD_FAIL_RANK");
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return v && std::atoi(v) == rank;
+}
+
 std::string step_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
 void fsync_path(const std::string& p) {
@@ -204,6 +215,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
   if (!fs::exists(fs::path(path) / "COMPLETE"))
     throw DataError(fmt::format("{}: not a complete checkpoint (no COMPLETE marker)", path));
   const std::string file = (fs::path(path) / "state.h5").string();
+  if (test_load_fails(comm)) throw DamagedCheckpoint(file + ": cannot read it (GPT_TEST_CKPT_LOAD_FAIL_RANK)");
   CheckpointMeta meta;
   try {
     h5::Id f = h5::open_file(file, comm);
@@ -267,14 +279,32 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
 namespace {
 
 // Collective over comm: "" if no rank has an error, else the lowest failing
-// rank's, "on rank R: " first unless every rank has one.
-std::string first_error(MPI_Comm comm, const std::string& own) {
-  int size = 1;
+// rank's, "on rank R: " first unless every rank has one. A rank with an
+// error waits at most wait_s for the others to join the vote, then throws
+// its error as it is: a rank whose read failed alone may have left the
+// others inside a collective read that it will never join, where they
+// would wait for the StallGuard's --comm-timeout (600 s by default).
+std::string first_error(MPI_Comm comm, const std::string& own, double wait_s) {
+  int size = 1, failed = own.empty() ? 0 : 1;
   MPI_Comm_size(comm, &size);
-  const RanksWhere failed = ranks_where(!own.empty(), comm);
-  if (failed.count == 0) return "";
-  const std::string e = broadcast_string(own, failed.first, comm);
-  return failed.count == size ? e : fmt::format("on rank {}: {}", failed.first, e);
+  MPI_Request req;
+  MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, comm, &req);
+  if (own.empty()) {
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  } else {
+    const double deadline = MPI_Wtime() + wait_s;
+    for (int done = 0; MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done;) {
+      if (MPI_Wtime() > deadline)
+        throw DamagedCheckpoint(fmt::format("{} (only here: the other ranks are still reading it after {:g} s, so "
+                                            "--resume auto cannot pass over it)",
+                                            own, wait_s));
+      ::usleep(1000);
+    }
+  }
+  if (failed == 0) return "";
+  const RanksWhere where = ranks_where(!own.empty(), comm);
+  const std::string e = broadcast_string(own, where.first, comm);
+  return failed == size ? e : fmt::format("on rank {}: {}", where.first, e);
 }
 
 // Rank 0's list, on every rank: a file system whose ranks see the directory
@@ -307,7 +337,7 @@ std::string set_aside(const std::string& path) {
 }  // namespace
 
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                                        const std::vector<UnitSlice>& slices) {
+                                        const std::vector<UnitSlice>& slices, double vote_wait_s) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The agreement after each attempt runs on a communicator of its own: a
@@ -330,7 +360,7 @@ NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm co
       own = e.what();
       if (own.empty()) own = "damaged";
     }
-    if (std::string error = first_error(vote, own); !error.empty()) {
+    if (std::string error = first_error(vote, own, vote_wait_s); !error.empty()) {
       out.damaged.push_back({*it, std::move(error), ""});
       continue;
     }

@@ -132,11 +132,12 @@ struct NewestCheckpoint {
 // resume cannot fall back further than this one did. Throws DataError,
 // renaming nothing, when every checkpoint there is damaged (a fresh start
 // would silently throw the run away). Other errors (another model or format)
-// propagate at once, as from load_checkpoint. A rank that fails where the
-// others do not leaves them in a collective read: the caller's StallGuard
-// ends that job.
+// propagate at once, as from load_checkpoint. A rank whose load failed
+// waits at most vote_wait_s for the others to vote: a failure on some ranks
+// only can leave the others in a collective read it will never join, so it
+// then throws its own DamagedCheckpoint, which ends the job.
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                                        const std::vector<UnitSlice>& slices);
+                                        const std::vector<UnitSlice>& slices, double vote_wait_s);
 
 // Why `path` is not a checkpoint when it is what is easily given instead
 // (nothing at all, or the directory of checkpoints rather than one of them,
