@@ -1,9 +1,9 @@
 #include "io/checkpoint.hpp"
 
+#include "comm/agree.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/plural.hpp"
-#include "comm/agree.hpp"
 #include "core/stall_guard.hpp"
 
 #include <fcntl.h>
@@ -326,10 +326,10 @@ std::vector<std::string> published_on_rank0(const std::string& ckpt_dir, MPI_Com
 // taken); "" if that fails.
 std::string set_aside(const std::string& path) {
   const fs::path p(path);
-  std::string to = (p.parent_path() / ("damaged-" + p.filename().string())).string();
-  for (int k = 2; fs::exists(to); ++k)
-    to = (p.parent_path() / fmt::format("damaged-{}.{}", p.filename().string(), k)).string();
   std::error_code ec;
+  std::string to = (p.parent_path() / ("damaged-" + p.filename().string())).string();
+  for (int k = 2; fs::exists(to, ec); ++k)
+    to = (p.parent_path() / fmt::format("damaged-{}.{}", p.filename().string(), k)).string();
   fs::rename(p, to, ec);
   return ec ? std::string() : to;
 }

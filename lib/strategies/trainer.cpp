@@ -464,9 +464,11 @@ struct Trainer::Impl {
   int restore() {
     std::optional<CheckpointMeta> meta;
     Timer t;
+    // HDF5's collective reads block until every rank arrives; each tensor is
+    // progress. The guard also covers after_load's gathers.
+    std::optional<StallGuard> guard;
     if (cfg.resume == "auto") {
-      // HDF5's collective reads block until every rank arrives; each tensor is progress.
-      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
+      guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
       // A rank whose read failed alone ends the job well before the StallGuard would.
       const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
       NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s);
@@ -476,10 +478,11 @@ struct Trainer::Impl {
       resume_path = newest.path;
       if (!resume_path.empty()) meta = std::move(newest.meta);
     } else if (!resume_path.empty()) {
-      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
+      guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
       meta = load_checkpoint(resume_path, base, layout, owned_slices());
     }
     if (!meta) {
+      guard.reset();
       if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
       if (!cfg.init_from.empty()) {
         StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
