@@ -3,6 +3,7 @@
 #include "comm/agree.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/logging.hpp"
 #include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 
@@ -102,6 +103,29 @@ void fsync_path(const std::string& p) {
   }
 }
 
+// Every .partial-* in ckpt_dir, once a checkpoint is published, is the
+// leftover of a write that crashed: a run writes one checkpoint at a time
+// (the background writer is joined before the next begins), and one run
+// owns its --ckpt-dir. A leftover of the same step is replaced when that
+// step is written again; others (an earlier step, or another --ckpt-every)
+// would stay forever, each as large as a checkpoint.
+void remove_leftover_partials(const std::string& ckpt_dir) {
+  std::error_code ec;
+  std::vector<fs::path> partials;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec))
+    if (e.path().filename().string().rfind(".partial-step_", 0) == 0) partials.push_back(e.path());
+  for (const fs::path& p : partials) {
+    uintmax_t bytes = 0;
+    for (const auto& f : fs::recursive_directory_iterator(p, ec))
+      if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+    ec.clear();
+    fs::remove_all(p, ec);
+    if (!ec)
+      log0("removed {}, left by a checkpoint write that did not finish ({:.1f} MiB)", p.string(),
+           double(bytes) / 1048576.0);
+  }
+}
+
 }  // namespace
 
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
@@ -173,6 +197,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
       const std::vector<std::string> done = published_checkpoints(ckpt_dir);
       for (size_t i = 0; i + size_t(keep_last) < done.size(); ++i) fs::remove_all(done[i]);
     }
+    remove_leftover_partials(ckpt_dir);
   }
   MPI_Barrier(comm);
   return final_dir;

@@ -737,8 +737,19 @@ TEST(Checkpoint, InitFromACheckpointTakesItsParametersOnly) {
   refused(damaged, damaged + "/state.h5: checksum mismatch in /params/transformer.h.1.attn.c_proj.weight");
 }
 
+// Publishing a checkpoint also removes the leftovers of writes that did not
+// finish (.partial-*, of any step), and nothing else that is not a checkpoint.
 TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
   const std::string dir = fresh_dir("keep");
+  if (test::env().rank() == 0) {
+    for (const char* leftover : {"/.partial-step_00000001", "/.partial-step_00000009"}) {
+      fs::create_directories(dir + leftover);
+      std::ofstream(dir + leftover + "/state.h5") << "half a file";
+    }
+    fs::create_directories(dir + "/damaged-step_00000003");
+    std::ofstream(dir + "/notes.txt") << "mine";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
   RunConfig a = eight_steps("zero3");
   a.steps = 6;
   a.ckpt_dir = dir;
@@ -749,6 +760,10 @@ TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
   EXPECT_TRUE(fs::exists(dir + "/step_00000004/COMPLETE"));
   EXPECT_TRUE(fs::exists(dir + "/step_00000006/COMPLETE"));
   EXPECT_EQ(latest_checkpoint(dir), dir + "/step_00000006");
+  EXPECT_FALSE(fs::exists(dir + "/.partial-step_00000001"));
+  EXPECT_FALSE(fs::exists(dir + "/.partial-step_00000009"));
+  EXPECT_TRUE(fs::exists(dir + "/damaged-step_00000003"));
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
 }
 
 }  // namespace
