@@ -1,4 +1,6 @@
 // ckpt_tool: inspect, verify and export checkpoints written by gpt_train.
+//   ckpt_tool list CKPT_DIR [--verify]      the checkpoints in a --ckpt-dir (also set aside, unfinished),
+//                                           and which one --resume auto would start from
 //   ckpt_tool info DIR                      metadata, tensors, shapes, sizes, who wrote it
 //   ckpt_tool verify DIR                    completeness, shapes, checksums (exit 1 on any problem)
 //   ckpt_tool export DIR OUT.h5             full parameter tensors under nanoGPT names
@@ -9,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "command_line.hpp"
 #include "comm/mpi_env.hpp"
@@ -21,6 +25,10 @@ int main(int argc, char** argv) {
   CLI::App app{"ckpt_tool: inspect, verify and export gpt_train checkpoints"};
   app.require_subcommand(1);
   std::string dir, out, format = "hdf5";
+  bool deep = false;
+  auto* list = app.add_subcommand("list", "the checkpoints in a --ckpt-dir, and which one --resume auto would take");
+  list->add_option("dir", dir, "the --ckpt-dir")->required();
+  list->add_flag("--verify", deep, "also verify each published checkpoint (reads every tensor)");
   auto* info = app.add_subcommand("info", "metadata and tensors");
   info->add_option("dir", dir, "checkpoint directory")->required();
   auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
@@ -38,7 +46,35 @@ int main(int argc, char** argv) {
   imp->add_option("out", out, "output HDF5 file")->required();
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
-    if (*info) {
+    if (*list) {
+      const auto j = gpt::list_checkpoints(dir, deep);
+      static const std::map<std::string, std::string> what = {{"published", "published"},
+                                                              {"incomplete", "no COMPLETE marker"},
+                                                              {"damaged", "set aside by --resume auto"},
+                                                              {"partial", "a write that did not finish"}};
+      for (const auto& e : j["entries"]) {
+        std::string by;
+        if (e.contains("strategy"))
+          by = fmt::format("{} on {} (mesh {})", e["strategy"].get<std::string>(),
+                           gpt::count_of(e.value("world_size", 0), "rank"), e.value("mesh", std::string("?")));
+        std::string state = what.at(e["kind"].get<std::string>());
+        if (e.contains("problems"))
+          state = e["problems"].empty() ? "published, verified"
+                                        : fmt::format("published, DAMAGED: {}", e["problems"][0].get<std::string>());
+        std::printf("%-26s step %-8lld %10.1f MiB  %-34s %s\n", e["name"].get<std::string>().c_str(),
+                    (long long)e["step"], double(e["bytes"].get<uint64_t>()) / 1048576.0, by.c_str(), state.c_str());
+      }
+      if (j["entries"].empty()) std::printf("%s: no checkpoints\n", dir.c_str());
+      bool published = false;
+      for (const auto& e : j["entries"]) published = published || e["kind"] == "published";
+      std::string start = "nothing (a fresh start)";
+      if (!j["resume_auto"].is_null())
+        start = fmt::format("{}{}", j["resume_auto"].get<std::string>(),
+                            deep ? " (verified)" : " (if it loads; --verify checks)");
+      else if (published)
+        start = "nothing: every published checkpoint is damaged, and gpt_train --resume auto stops with an error";
+      std::printf("--resume auto would start from: %s\n", start.c_str());
+    } else if (*info) {
       const auto j = gpt::checkpoint_info(dir);
       const auto& a = j["attrs"];
       // A checkpoint after skipped non-finite steps has had fewer updates than steps.

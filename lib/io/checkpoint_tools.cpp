@@ -1,5 +1,6 @@
 #include "io/checkpoint_tools.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -63,6 +64,70 @@ nlohmann::json checkpoint_info(const std::string& dir) {
         tensors.push_back({{"name", fmt::format("{}/{}", g, t.name)}, {"shape", s}, {"bytes", 4 * numel(s)}});
       }
   return {{"attrs", attrs}, {"tensors", tensors}};
+}
+
+namespace {
+
+// The step a checkpoint directory's name gives (step_N, damaged-step_N[.k],
+// .partial-step_N), or -1.
+int64_t step_in_name(const std::string& name) {
+  const size_t at = name.find("step_");
+  if (at == std::string::npos) return -1;
+  const std::string digits = name.substr(at + 5, 8);
+  if (digits.size() != 8 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+uintmax_t bytes_under(const fs::path& p) {
+  uintmax_t bytes = 0;
+  std::error_code ec;
+  for (const auto& f : fs::recursive_directory_iterator(p, ec))
+    if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+  return bytes;
+}
+
+}  // namespace
+
+nlohmann::json list_checkpoints(const std::string& dir, bool verify) {
+  if (!fs::is_directory(dir)) throw DataError(fmt::format("{}: not a directory", dir));
+  nlohmann::json entries = nlohmann::json::array();
+  std::vector<fs::path> paths;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory()) paths.push_back(e.path());
+  std::sort(paths.begin(), paths.end(), [](const fs::path& a, const fs::path& b) {
+    const int64_t sa = step_in_name(a.filename().string()), sb = step_in_name(b.filename().string());
+    return sa != sb ? sa < sb : a.filename() < b.filename();
+  });
+  nlohmann::json resume = nullptr;
+  for (const fs::path& p : paths) {
+    const std::string name = p.filename().string();
+    const int64_t step = step_in_name(name);
+    if (step < 0) continue;
+    std::string kind;
+    if (name.rfind("step_", 0) == 0) {
+      kind = fs::exists(p / "COMPLETE") ? "published" : "incomplete";
+    } else if (name.rfind("damaged-step_", 0) == 0) {
+      kind = "damaged";
+    } else if (name.rfind(".partial-step_", 0) == 0) {
+      kind = "partial";
+    } else {
+      continue;
+    }
+    nlohmann::json e = {{"name", name}, {"kind", kind}, {"step", step}, {"bytes", bytes_under(p)}};
+    std::ifstream marker(p / "COMPLETE");
+    if (marker) {
+      const auto m = nlohmann::json::parse(marker, nullptr, false);
+      if (m.is_object())
+        for (const char* k : {"strategy", "world_size", "mesh"})
+          if (m.contains(k)) e[k] = m[k];
+    }
+    if (kind == "published") {
+      if (verify) e["problems"] = verify_checkpoint(p.string());
+      if (!verify || e["problems"].empty()) resume = name;
+    }
+    entries.push_back(std::move(e));
+  }
+  return {{"dir", dir}, {"entries", entries}, {"resume_auto", resume}};
 }
 
 std::vector<std::string> verify_checkpoint(const std::string& dir) {

@@ -12,6 +12,17 @@ namespace gpt {
 // Metadata and the tensor list: {"attrs": {...}, "tensors": [{"name", "shape", "bytes"}...]}.
 nlohmann::json checkpoint_info(const std::string& dir);
 
+// What a --ckpt-dir holds, oldest step first: each entry {"name", "kind",
+// "bytes", and for checkpoints "step", "strategy", "world_size", "mesh"
+// (from the COMPLETE marker; no HDF5 read)}, kind one of "published"
+// (step_N with COMPLETE), "incomplete" (step_N without), "damaged" (set
+// aside by --resume auto), "partial" (a write that did not finish); with
+// `verify`, each published one also gets "problems" (verify_checkpoint's).
+// Other files are left out. "resume_auto": the entry --resume auto would
+// start from (the newest published; with verify, the newest without
+// problems), null if none. Throws DataError if dir is not a directory.
+nlohmann::json list_checkpoints(const std::string& dir, bool verify);
+
 // Every problem found, one line each (empty: the checkpoint is sound):
 // missing COMPLETE, unreadable file, missing or mis-shaped tensors for the
 // model it declares, checksum mismatches.

@@ -2,7 +2,8 @@
 # Crash safety: SIGKILL one rank while a checkpoint is being written (the
 # test hook GPT_TEST_CKPT_WRITE_DELAY_MS makes the write slow). Then: the
 # earlier checkpoint is intact and loadable, --resume auto ignores the partial
-# one and finishes the run, and ckpt_tool verify flags the partial one.
+# one and finishes the run, ckpt_tool verify flags the partial one, and
+# ckpt_tool list shows both and names the earlier one as where to resume.
 #   ckpt_crash.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 build="$1"; work="$2"
@@ -32,6 +33,10 @@ fail() { echo "FAIL: $*"; ls -la "$work/ckpt"; exit 1; }
 "$build/apps/ckpt_tool" verify "$work/ckpt/step_00000002" >/dev/null || fail "earlier checkpoint does not verify"
 out=$("$build/apps/ckpt_tool" verify "$work/ckpt/.partial-step_00000004") && fail "verify accepted the partial checkpoint"
 grep -q "no COMPLETE marker" <<<"$out" || fail "verify did not name the problem: $out"
+listed=$("$build/apps/ckpt_tool" list "$work/ckpt" --verify) || fail "ckpt_tool list failed: $listed"
+grep -qE '^step_00000002 .* published, verified$' <<<"$listed" || fail "list does not show step 2 verified: $listed"
+grep -qE '^\.partial-step_00000004 .* a write that did not finish$' <<<"$listed" || fail "list does not show the partial one: $listed"
+grep -qx -- "--resume auto would start from: step_00000002 (verified)" <<<"$listed" || fail "list names another start: $listed"
 "$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" "${args[@]}" --resume auto >"$work/resume.log" 2>&1 \
   || { cat "$work/resume.log"; fail "resume auto failed"; }
 grep -q "resumed from $work/ckpt/step_00000002" "$work/resume.log" || fail "resume auto did not pick step 2"

@@ -319,6 +319,19 @@ TEST(Checkpoint, ResumeAutoPassesOverDamagedCheckpoints) {
   EXPECT_EQ(published_checkpoints(dir), std::vector<std::string>{s8});
   if (test::env().rank() == 0) {
     EXPECT_TRUE(verify_checkpoint(s8).empty());
+    // ckpt_tool list: what is there, by step, and what --resume auto would take.
+    fs::create_directories(dir + "/.partial-step_00000010");
+    const nlohmann::json l = list_checkpoints(dir, true);
+    std::vector<std::string> seen;
+    for (const auto& e : l["entries"])
+      seen.push_back(e["name"].get<std::string>() + " " + e["kind"].get<std::string>());
+    EXPECT_EQ(seen, (std::vector<std::string>{"damaged-step_00000006 damaged", "damaged-step_00000008 damaged",
+                                              "step_00000008 published", ".partial-step_00000010 partial"}));
+    EXPECT_EQ(l["resume_auto"], "step_00000008");
+    EXPECT_EQ(l["entries"][2]["strategy"], "zero2");
+    EXPECT_EQ(l["entries"][2]["world_size"], test::env().size());
+    EXPECT_TRUE(l["entries"][2]["problems"].empty());
+    fs::remove_all(dir + "/.partial-step_00000010");
   }
 
   // The only checkpoint damaged: an error naming it, and nothing renamed. A
@@ -334,6 +347,13 @@ TEST(Checkpoint, ResumeAutoPassesOverDamagedCheckpoints) {
       << e2;
   EXPECT_TRUE(fs::exists(s8 + "/COMPLETE"));
   EXPECT_FALSE(fs::exists(dir + "/damaged-step_00000008.2"));
+  if (test::env().rank() == 0) {  // list agrees: only a verified list sees step 8 is damaged
+    EXPECT_EQ(list_checkpoints(dir, false)["resume_auto"], "step_00000008");
+    const nlohmann::json l = list_checkpoints(dir, true);
+    EXPECT_TRUE(l["resume_auto"].is_null());
+    ASSERT_EQ(l["entries"][2]["problems"].size(), 1u);
+    EXPECT_NE(l["entries"][2]["problems"][0].get<std::string>().find("checksum mismatch"), std::string::npos);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
