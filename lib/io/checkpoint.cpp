@@ -203,15 +203,23 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   return final_dir;
 }
 
+int64_t checkpoint_step(const std::string& name) {
+  if (name.rfind("step_", 0) != 0 || name.size() < 13 || name.size() > 23) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
+}
+
 std::vector<std::string> published_checkpoints(const std::string& ckpt_dir) {
-  std::vector<std::string> done;
-  if (!fs::is_directory(ckpt_dir)) return done;
+  std::vector<std::pair<int64_t, std::string>> done;
+  if (!fs::is_directory(ckpt_dir)) return {};
   for (const auto& e : fs::directory_iterator(ckpt_dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "COMPLETE")) done.push_back(e.path().string());
+    const int64_t step = checkpoint_step(e.path().filename().string());
+    if (step >= 0 && fs::exists(e.path() / "COMPLETE")) done.emplace_back(step, e.path().string());
   }
-  std::sort(done.begin(), done.end());  // step_ and 8 digits: name order is step order
-  return done;
+  std::sort(done.begin(), done.end());  // by step: past step 99999999 the names grow a digit
+  std::vector<std::string> paths;
+  for (auto& [step, path] : done) paths.push_back(std::move(path));
+  return paths;
 }
 
 std::string latest_checkpoint(const std::string& ckpt_dir) {

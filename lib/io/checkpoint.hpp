@@ -105,6 +105,11 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
 // element lo): partial sums of disjoint ranges add up to the whole tensor's.
 uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
 
+// The step of a checkpoint directory's name, "step_" and at least 8 digits
+// (as save_checkpoint names them); -1 for any other name (a user's
+// "step_00000300.bak" is not a checkpoint).
+int64_t checkpoint_step(const std::string& name);
+
 // The published checkpoints under ckpt_dir (directories step_N holding
 // COMPLETE), oldest first; none if ckpt_dir does not exist.
 std::vector<std::string> published_checkpoints(const std::string& ckpt_dir);

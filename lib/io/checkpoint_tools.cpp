@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
+#include <utility>
 
 #include "core/error.hpp"
 #include "io/checkpoint.hpp"
@@ -68,14 +70,14 @@ nlohmann::json checkpoint_info(const std::string& dir) {
 
 namespace {
 
-// The step a checkpoint directory's name gives (step_N, damaged-step_N[.k],
-// .partial-step_N), or -1.
-int64_t step_in_name(const std::string& name) {
-  const size_t at = name.find("step_");
-  if (at == std::string::npos) return -1;
-  const std::string digits = name.substr(at + 5, 8);
-  if (digits.size() != 8 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
+// A checkpoint directory's kind and step from its name: step_N, then
+// damaged-step_N[.k] (set aside by --resume auto) and .partial-step_N; step
+// -1 for any other name.
+std::pair<std::string, int64_t> kind_of(const std::string& name, bool complete) {
+  if (const int64_t step = checkpoint_step(name); step >= 0) return {complete ? "published" : "incomplete", step};
+  if (name.rfind(".partial-", 0) == 0) return {"partial", checkpoint_step(name.substr(9))};
+  if (name.rfind("damaged-", 0) == 0) return {"damaged", checkpoint_step(name.substr(8, name.find('.') - 8))};
+  return {"", -1};
 }
 
 uintmax_t bytes_under(const fs::path& p) {
@@ -91,28 +93,16 @@ uintmax_t bytes_under(const fs::path& p) {
 nlohmann::json list_checkpoints(const std::string& dir, bool verify) {
   if (!fs::is_directory(dir)) throw DataError(fmt::format("{}: not a directory", dir));
   nlohmann::json entries = nlohmann::json::array();
-  std::vector<fs::path> paths;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory()) paths.push_back(e.path());
-  std::sort(paths.begin(), paths.end(), [](const fs::path& a, const fs::path& b) {
-    const int64_t sa = step_in_name(a.filename().string()), sb = step_in_name(b.filename().string());
-    return sa != sb ? sa < sb : a.filename() < b.filename();
-  });
+  std::vector<std::tuple<int64_t, std::string, std::string>> found;  // step, name, kind
+  for (const auto& d : fs::directory_iterator(dir)) {
+    if (!d.is_directory()) continue;
+    const auto [kind, step] = kind_of(d.path().filename().string(), fs::exists(d.path() / "COMPLETE"));
+    if (step >= 0) found.emplace_back(step, d.path().filename().string(), kind);
+  }
+  std::sort(found.begin(), found.end());  // by step, then name
   nlohmann::json resume = nullptr;
-  for (const fs::path& p : paths) {
-    const std::string name = p.filename().string();
-    const int64_t step = step_in_name(name);
-    if (step < 0) continue;
-    std::string kind;
-    if (name.rfind("step_", 0) == 0) {
-      kind = fs::exists(p / "COMPLETE") ? "published" : "incomplete";
-    } else if (name.rfind("damaged-step_", 0) == 0) {
-      kind = "damaged";
-    } else if (name.rfind(".partial-step_", 0) == 0) {
-      kind = "partial";
-    } else {
-      continue;
-    }
+  for (const auto& [step, name, kind] : found) {
+    const fs::path p = fs::path(dir) / name;
     nlohmann::json e = {{"name", name}, {"kind", kind}, {"step", step}, {"bytes", bytes_under(p)}};
     std::ifstream marker(p / "COMPLETE");
     if (marker) {

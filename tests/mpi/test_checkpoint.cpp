@@ -768,6 +768,9 @@ TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
     }
     fs::create_directories(dir + "/damaged-step_00000003");
     std::ofstream(dir + "/notes.txt") << "mine";
+    // A user's copy of a checkpoint under another name is not one (it would sort after step_00000006).
+    fs::create_directories(dir + "/step_00000006.bak");
+    std::ofstream(dir + "/step_00000006.bak/COMPLETE") << "{}";
   }
   MPI_Barrier(MPI_COMM_WORLD);
   RunConfig a = eight_steps("zero3");
@@ -784,6 +787,10 @@ TEST(Checkpoint, KeepLastPrunesOnlyOlderPublishedCheckpoints) {
   EXPECT_FALSE(fs::exists(dir + "/.partial-step_00000009"));
   EXPECT_TRUE(fs::exists(dir + "/damaged-step_00000003"));
   EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/step_00000006.bak/COMPLETE"));
+  EXPECT_EQ(checkpoint_step("step_00000006.bak"), -1);
+  EXPECT_EQ(checkpoint_step("step_123456789"), 123456789);  // past 8 digits, names grow
+  EXPECT_EQ(checkpoint_step("step_0000006"), -1);
 }
 
 }  // namespace
