@@ -13,8 +13,8 @@ namespace gpt {
 nlohmann::json checkpoint_info(const std::string& dir);
 
 // What a --ckpt-dir holds, oldest step first: each entry {"name", "kind",
-// "bytes", and for checkpoints "step", "strategy", "world_size", "mesh"
-// (from the COMPLETE marker; no HDF5 read)}, kind one of "published"
+// "step", "bytes", and where its COMPLETE marker says them "strategy",
+// "world_size", "mesh" (no HDF5 read)}, kind one of "published"
 // (step_N with COMPLETE), "incomplete" (step_N without), "damaged" (set
 // aside by --resume auto), "partial" (a write that did not finish); with
 // `verify`, each published one also gets "problems" (verify_checkpoint's).

@@ -237,7 +237,7 @@ TEST(Agree, RanksWhereAndOneRanksString) {
   EXPECT_EQ(none.first, -1);
   EXPECT_EQ(all.count, size);
   EXPECT_EQ(all.first, 0);
-  // The odd ranks (none on 1 rank); then every rank but rank 0.
+  // The odd ranks (none on 1 rank); then the last rank alone.
   const RanksWhere odd = ranks_where(rank % 2 == 1, MPI_COMM_WORLD);
   EXPECT_EQ(odd.count, size / 2);
   EXPECT_EQ(odd.first, size > 1 ? 1 : -1);
