@@ -115,9 +115,7 @@ void remove_leftover_partials(const std::string& ckpt_dir) {
   for (const auto& e : fs::directory_iterator(ckpt_dir, ec))
     if (e.path().filename().string().rfind(".partial-step_", 0) == 0) partials.push_back(e.path());
   for (const fs::path& p : partials) {
-    uintmax_t bytes = 0;
-    for (const auto& f : fs::recursive_directory_iterator(p, ec))
-      if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+    const uintmax_t bytes = checkpoint_bytes(p.string());
     ec.clear();
     fs::remove_all(p, ec);
     if (!ec)
@@ -201,6 +199,14 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   }
   MPI_Barrier(comm);
   return final_dir;
+}
+
+uintmax_t checkpoint_bytes(const std::string& dir) {
+  uintmax_t bytes = 0;
+  std::error_code ec;
+  for (const auto& f : fs::recursive_directory_iterator(dir, ec))
+    if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+  return bytes;
 }
 
 int64_t checkpoint_step(const std::string& name) {

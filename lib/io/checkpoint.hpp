@@ -110,6 +110,10 @@ uint64_t tensor_checksum(const float* v, int64_t lo, int64_t n);
 // "step_00000300.bak" is not a checkpoint).
 int64_t checkpoint_step(const std::string& name);
 
+// The bytes of the files under a checkpoint directory (0 where it cannot be
+// read): what removing it frees, what ckpt_tool list shows.
+uintmax_t checkpoint_bytes(const std::string& dir);
+
 // The published checkpoints under ckpt_dir (directories step_N holding
 // COMPLETE), oldest first; none if ckpt_dir does not exist.
 std::vector<std::string> published_checkpoints(const std::string& ckpt_dir);

@@ -80,14 +80,6 @@ std::pair<std::string, int64_t> kind_of(const std::string& name, bool complete) 
   return {"", -1};
 }
 
-uintmax_t bytes_under(const fs::path& p) {
-  uintmax_t bytes = 0;
-  std::error_code ec;
-  for (const auto& f : fs::recursive_directory_iterator(p, ec))
-    if (f.is_regular_file(ec)) bytes += f.file_size(ec);
-  return bytes;
-}
-
 }  // namespace
 
 nlohmann::json list_checkpoints(const std::string& dir, bool verify) {
@@ -103,7 +95,7 @@ nlohmann::json list_checkpoints(const std::string& dir, bool verify) {
   nlohmann::json resume = nullptr;
   for (const auto& [step, name, kind] : found) {
     const fs::path p = fs::path(dir) / name;
-    nlohmann::json e = {{"name", name}, {"kind", kind}, {"step", step}, {"bytes", bytes_under(p)}};
+    nlohmann::json e = {{"name", name}, {"kind", kind}, {"step", step}, {"bytes", checkpoint_bytes(p.string())}};
     std::ifstream marker(p / "COMPLETE");
     if (marker) {
       const auto m = nlohmann::json::parse(marker, nullptr, false);
