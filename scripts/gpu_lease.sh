@@ -80,7 +80,7 @@ if wants bench; then
 fi
 if wants profile; then
   # Compared per kernel family with the last committed profile (update this when a newer one is committed).
-  BASELINE="$root/bench/results/gpu-kernels-nvidia-h200-2026-11-26-3e10432.json" \
+  BASELINE="$root/bench/results/gpu-kernels-nvidia-h100-80gb-hbm3-2026-11-27-caf4ecc.json" \
     step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
   grep -v '^{' "$logs/profile.out" | head -n 80 >> "$final/summary.txt"
 fi
