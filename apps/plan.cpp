@@ -63,11 +63,11 @@ int main(int argc, char** argv) {
   app.add_option("--recompute", recompute, "activations recomputed in backward: none | gelu | gelu-ln")
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
   app.add_option("--attention-ds-mib", attention_ds_mib,
-                 "the run's --attention-ds-mib (cuda, bf16; default 256): the attention backward's stored score "
+                 "the run's --attention-ds-mib (cuda, bf16; default 0): the attention backward's stored score "
                  "gradients count as activations");
   app.add_option("--attention", attention,
                  "the run's --attention (cuda, bf16): ours | cudnn (cuDNN's backward keeps its fp32 dQ accumulator "
-                 "instead of stored score gradients) | auto (decided on the GPU: the larger count)");
+                 "instead of stored score gradients) | auto (gpt_train's default, decided on the GPU: the larger count)");
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
       ->capture_default_str()->check(gpt::kNonNegativeInt);

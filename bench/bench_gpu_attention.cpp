@@ -126,7 +126,7 @@ nlohmann::json run(Args& a) {
     int64_t ds_budget;
     bool cudnn = false;
   };
-  const int64_t stored = kAttentionDsDefaultBytes;
+  const int64_t stored = kAttentionDsStoredBytes;
   const int64_t in_l2 = bench::attention_ds_in_l2_budget();
   const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
                         {"tensor_core_bf16_ds_in_l2", true, cuda::AttentionKernel::kTensorCore, in_l2},

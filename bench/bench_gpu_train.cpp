@@ -17,8 +17,9 @@
 // cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
 // set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
 // the heuristic's first pick's time and the fastest's (gemm_tune). With
-// --attention-ds-mib 0 the attention backward recomputes dQ's scores
-// (model/attention_ds.hpp); the row gets "-recompute-dq". With
+// --attention-ds-mib N > 0 the attention backward stores the score
+// gradients in up to N MiB and reads dQ from them (model/attention_ds.hpp;
+// the default, as gpt_train's, recomputes); the row gets "-stored-ds". With
 // --attention-ds-in-l2 the budget is three quarters of the GPU's L2
 // (bench::attention_ds_in_l2_budget: chunks of (batch, head) pairs whose dS
 // the dQ launch reads from L2), "-ds-in-l2"; with --attention-wide-forward
@@ -159,7 +160,7 @@ nlohmann::json run(const Args& a) {
   const double mfu = peak > 0 ? train_flops_per_token(cfg, a.seq) * tok_s / peak : 0;
   std::string impl = a.recompute == "none" ? std::string("ours") : "ours-recompute-" + a.recompute;
   if (a.gemm_autotune > 1) impl += "-autotune";
-  if (a.attention_ds_mib == 0) impl += "-recompute-dq";
+  if (a.attention_ds_mib > 0) impl += "-stored-ds";
   if (a.attention_ds_in_l2) impl += "-ds-in-l2";
   if (a.attention_wide_forward) impl += "-wide-fwd";
   if (a.attention_cudnn) impl += "-cudnn-attention";

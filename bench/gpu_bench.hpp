@@ -54,9 +54,9 @@ cuda::DeviceReplicatedState<T> initial_state(const ParamLayout& layout, cuda::De
 // A budget for the attention backward's stored score gradients that keeps
 // each chunk's dS in the first GPU's L2 between the dK/dV launch that writes
 // it and the dQ launch that reads it: three quarters of the L2 (the rest
-// holds the tiles of q, k and v those launches stream). gpt_train's fixed
-// default (kAttentionDsDefaultBytes) holds all pairs at once instead; the
-// benchmark rows *_ds_in_l2 measure the difference.
+// holds the tiles of q, k and v those launches stream). The stored-dS rows'
+// budget (kAttentionDsStoredBytes) holds all pairs at once instead (gpt_train
+// stores none by default); the benchmark rows *_ds_in_l2 measure the difference.
 inline int64_t attention_ds_in_l2_budget() {
   int l2_bytes = 0;
   GPT_CUDA_OK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));

@@ -36,9 +36,10 @@ rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" 
 # the heuristic's picks above: whether autotuning should become the default.
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
   --gemm-autotune "${GEMM_AUTOTUNE:-8}")") || echo "warning: the autotuned row failed; left out" >&2
-# The attention backward recomputing dQ's scores instead of reading the score gradients its dK/dV kernel
-# stored (--attention-ds-mib 0, the way before 2026-11-26): whether storing them pays.
-rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup"   --attention-ds-mib 0)") || echo "warning: the recompute-dQ row failed; left out" >&2
+# The attention backward reading dQ from the score gradients its dK/dV kernel stored (--attention-ds-mib 256,
+# the default from 2026-11-26 to stop 51) instead of recomputing dQ's scores (the default): whether storing pays.
+rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" \
+  --attention-ds-mib 256)") || echo "warning: the stored-dS row failed; left out" >&2
 # Two candidates for the trainer's defaults, each alone against the first row, so that one run decides both:
 # the score gradients budgeted at 3/4 of the L2 (chunks whose dS the dQ launch reads from L2, not DRAM), and
 # the attention forward on 128-query tiles.
@@ -57,8 +58,9 @@ for mode in eager compile; do
   fi
 done
 # Our trainer itself, when TRAINER names a gpt_train (the full build's): the same shape through the whole
-# program (data loader, the ddp strategy on 1 rank, metrics), byte-tokenised generated text, on 1 rank; once as
-# it is by default, once with --attention auto (cuDNN's attention where it runs: the header says which ran).
+# program (data loader, the ddp strategy on 1 rank, metrics), byte-tokenised generated text, on 1 rank; once
+# with our attention kernels (--attention ours), once as it is by default (--attention auto: cuDNN's attention
+# where it runs; the header says which ran).
 # trainer_row IMPL [FLAGS...]: the row's JSON on stdout.
 trainer_row() {
   local impl="$1"; shift
@@ -87,8 +89,8 @@ if [ -n "${TRAINER:-}" ]; then
   if python3 "$root/tests/make_text.py" "$tmp/train/text.txt" 4000 &&
      "$prepare" --tokenizer byte --input "$tmp/train/text.txt" --out "$tmp/train/data" --name t --val-fraction 0 >&2
   then
-    rows+=("$(trainer_row ours-gpt_train)") || echo "warning: the gpt_train row failed; left out" >&2
-    rows+=("$(trainer_row ours-gpt_train-attention-auto --attention auto)") ||
+    rows+=("$(trainer_row ours-gpt_train --attention ours)") || echo "warning: the gpt_train row failed; left out" >&2
+    rows+=("$(trainer_row ours-gpt_train-attention-auto)") ||
       echo "warning: the gpt_train --attention auto row failed; left out" >&2
   else
     echo "warning: no data for the gpt_train rows; left out" >&2

@@ -9,13 +9,14 @@
 #            the op tests wait for it, so their timings have the machine;
 #   bench    bench/gpu_vs_torch.sh (ours against PyTorch eager and compiled);
 #   profile  bench/gpu_kernel_profile.sh (ncu: each kernel's time in a step);
-#   variants bench/gpu_attention_variants.sh (the dK/dV kernel's 2 and 3
-#            blocks per SM crossed with the dQ kernel's 3 and 4, timed one
-#            after the other; four builds of bench_gpu_attention);
-#   stalls   bench/gpu_kernel_stalls.sh (ncu's stall reasons and occupancy
-#            for one launch of each tensor-core attention kernel);
 #   full     the trainer's GPU tests (strategies on ranks sharing the GPU,
 #            NCCL on 1 rank) from the full build;
+#   variants bench/gpu_attention_variants.sh (the dK/dV kernel's 2 and 3
+#            blocks per SM crossed with the dQ kernel's 3 and 4, timed one
+#            after the other; four builds of bench_gpu_attention: over 320 s
+#            on an H100 machine, so after the tests);
+#   stalls   bench/gpu_kernel_stalls.sh (ncu's stall reasons and occupancy
+#            for one launch of each tensor-core attention kernel);
 #   memcheck compute-sanitizer memcheck over the op tests.
 # $OUT gets summary.txt (each step's exit status and seconds, the GPU, the
 # tables), the benchmark's JSON, and logs.tgz (every log; refreshed every
@@ -84,6 +85,12 @@ if wants profile; then
     step profile "$root/bench/gpu_kernel_profile.sh" "$root/build-gpu"
   grep -v '^{' "$logs/profile.out" | head -n 80 >> "$final/summary.txt"
 fi
+if [ -n "$full" ]; then
+  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done
+  step full-test "$root/scripts/gpu_verify.sh" full-test
+  grep -E 'tests passed|tests failed|Failed|Not Run' "$logs/full-ctest.log" 2>/dev/null | head -n 30 |
+    tee -a "$final/summary.txt"
+fi
 if wants variants; then
   step variants "$root/bench/gpu_attention_variants.sh" "$root/build-gpu"
   grep -A5 '^# dK/dV blocks' "$logs/variants.out" >> "$final/summary.txt"
@@ -92,12 +99,6 @@ if wants stalls; then
   step stalls "$root/bench/gpu_kernel_stalls.sh" "$root/build-gpu"
   grep -E '^## |Duration|Registers Per|Achieved Occupancy|Stall|Issued Warp|No Eligible|Eligible Warps' \
     "$logs/stalls.out" | head -n 60 >> "$final/summary.txt"
-fi
-if [ -n "$full" ]; then
-  while kill -0 "$full" 2>/dev/null && [ "$(left)" -gt 20 ]; do sleep 2; done
-  step full-test "$root/scripts/gpu_verify.sh" full-test
-  grep -E 'tests passed|tests failed|Failed|Not Run' "$logs/full-ctest.log" 2>/dev/null | head -n 30 |
-    tee -a "$final/summary.txt"
 fi
 if wants memcheck; then
   step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$root/build-gpu/tests/test_cuda_ops"

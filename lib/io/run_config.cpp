@@ -114,14 +114,14 @@ std::vector<Key> keys() {
        false, [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
       {"attention-ds-mib",
        "cuda, bf16: MiB the attention backward may keep its score gradients dS in, so that dQ = dS K is one matrix "
-       "product instead of recomputing the scores and dP (three); 0: recompute (default 256; bounds it, the "
-       "(batch, head) pairs are covered in chunks that fit)",
+       "product instead of recomputing the scores and dP (three); 0: recompute (the default; a budget bounds it, "
+       "the (batch, head) pairs are covered in chunks that fit)",
        false, [](C&, P& p, S v) { p.attention_ds_mib = parse_int("attention-ds-mib", v, 0, 1 << 20); }},
       {"attention",
        "cuda, bf16: ours (our tensor-core kernels) | cudnn (cuDNN's fused attention at the training shape; "
        "needs cuDNN 9.8+ where the program runs; its dQ is accumulated with atomics, so runs may differ in the last "
-       "bits) | auto (cudnn where every rank can run it at the training shape, else ours; the log says which and "
-       "why)",
+       "bits) | auto (the default: cudnn where every rank can run it at the training shape, else ours; the log says "
+       "which and why)",
        false, [](C& c, P&, S v) { c.attention = one_of("attention", v, {"ours", "cudnn", "auto"}); }},
       {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
        [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},

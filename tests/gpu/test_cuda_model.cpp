@@ -229,14 +229,15 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     return activation_bytes(w);
   };
   const int64_t ds = attention_ds_bytes_per_pair(kT) * kB * s.cfg.n_head;
-  EXPECT_EQ(measured(float{}, kAttentionDsDefaultBytes), formula(false, kAttentionDsDefaultBytes));
-  EXPECT_EQ(measured(bf16{}, kAttentionDsDefaultBytes), formula(true, kAttentionDsDefaultBytes));
+  EXPECT_EQ(measured(float{}, kAttentionDsStoredBytes), formula(false, kAttentionDsStoredBytes));
+  EXPECT_EQ(measured(bf16{}, kAttentionDsStoredBytes), formula(true, kAttentionDsStoredBytes));
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
-  EXPECT_EQ(formula(true, kAttentionDsDefaultBytes) - formula(true, 0), ds);
-  EXPECT_EQ(formula(false, kAttentionDsDefaultBytes), formula(false, 0)) << "fp32 stores no score gradients";
+  EXPECT_EQ(formula(true, kAttentionDsStoredBytes) - formula(true, 0), ds);
+  EXPECT_EQ(formula(false, kAttentionDsStoredBytes), formula(false, 0)) << "fp32 stores no score gradients";
   // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator and its engine's workspace instead (the
   // H100/H200's, as cuDNN plans it: attention_ds.hpp).
-  auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T) {
+  auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T,
+                     int64_t budget = kAttentionDsDefaultBytes) {
     Workload w;
     w.model = cfg;
     w.seq_len = T;
@@ -244,21 +245,24 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     w.format = NumericFormat::bf16();
     w.format.gpu = true;
     w.attention = impl;
+    w.attention_ds_budget = budget;
     return activation_bytes(w);
   };
   auto cudnn_formula = [&] { return planned(AttentionImpl::kCudnn, s.cfg, kB, kT); };
   EXPECT_EQ(cudnn_formula() - formula(true, 0), attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd) +
                                                     attention_cudnn_engine_bytes(kB, kT, s.cfg.n_head));
-  // --attention auto, decided on the GPU, is planned at the larger of the two: ours at gpt2-124m's B=16 T=1024
-  // (204 MiB of stored dS against cuDNN's 48 MiB), cuDNN's where T is short (its fp32 dQ accumulator grows with
-  // T, the stored dS with T^2).
+  // --attention auto, decided on the GPU, is planned at the larger of the two: with dS stored (256 MiB), ours
+  // at gpt2-124m's B=16 T=1024 (204 MiB of stored dS against cuDNN's 48 MiB), cuDNN's where T is short (its
+  // fp32 dQ accumulator grows with T, the stored dS with T^2); with the default budget (none stored) cuDNN's.
   const GPTConfig gpt2 = preset("gpt2-124m");
-  for (const auto& [T, cudnn_larger] : {std::pair{1024, false}, std::pair{64, true}}) {
-    SCOPED_TRACE("gpt2-124m B=16 T=" + std::to_string(T));
-    const int64_t ours = planned(AttentionImpl::kOurs, gpt2, 16, T);
-    const int64_t cudnn = planned(AttentionImpl::kCudnn, gpt2, 16, T);
+  for (const auto& [T, budget, cudnn_larger] : {std::tuple{1024, kAttentionDsStoredBytes, false},
+                                                std::tuple{64, kAttentionDsStoredBytes, true},
+                                                std::tuple{1024, kAttentionDsDefaultBytes, true}}) {
+    SCOPED_TRACE("gpt2-124m B=16 T=" + std::to_string(T) + " dS budget " + std::to_string(budget));
+    const int64_t ours = planned(AttentionImpl::kOurs, gpt2, 16, T, budget);
+    const int64_t cudnn = planned(AttentionImpl::kCudnn, gpt2, 16, T, budget);
     EXPECT_EQ(cudnn > ours, cudnn_larger);
-    EXPECT_EQ(planned(AttentionImpl::kAuto, gpt2, 16, T), std::max(ours, cudnn));
+    EXPECT_EQ(planned(AttentionImpl::kAuto, gpt2, 16, T, budget), std::max(ours, cudnn));
   }
   if (cudnn_available()) {
     const AttentionShape full{kB, kT, s.cfg.n_embd, s.cfg.n_head};

@@ -84,11 +84,12 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
             "invalid attention-ds-mib = 64: needs --device cuda (the tensor-core attention)");
   EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--attention-ds-mib", "-1"}),
             "invalid attention-ds-mib = -1: must be in [0, 1048576]");
-  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention_ds_mib, 256);  // the default on cuda
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention_ds_mib, 0);  // the default on cuda: recompute
   EXPECT_EQ(parse({"--data", "x"}).attention_ds_mib, 0);                         // nothing on the CPU
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention-ds-mib", "0"}).attention_ds_mib, 0);
   // cuDNN's attention: cuda and bf16 only; no stored dS budget to set (and none counted).
-  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention, "ours");
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda"}).attention, "auto");  // the default: the trainer resolves it
+  EXPECT_EQ(parse({"--data", "x"}).attention, "auto");
   const RunConfig cudnn = parse({"--data", "x", "--device", "cuda", "--attention", "cudnn"});
   EXPECT_EQ(cudnn.attention, "cudnn");
   EXPECT_EQ(cudnn.attention_ds_mib, 0);
@@ -98,7 +99,7 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_EQ(parse({"--data", "x", "--attention", "auto"}).attention, "auto");
   EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--precision", "fp32", "--attention", "auto"}).attention,
             "auto");
-  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention", "auto"}).attention_ds_mib, 256);
+  EXPECT_EQ(parse({"--data", "x", "--device", "cuda", "--attention", "auto"}).attention_ds_mib, 0);
   EXPECT_EQ(
       parse({"--data", "x", "--device", "cuda", "--attention", "auto", "--attention-ds-mib", "64"}).attention_ds_mib,
       64);
