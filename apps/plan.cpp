@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
                  "gradients count as activations");
   app.add_option("--attention", attention,
                  "the run's --attention (cuda, bf16): ours | cudnn (cuDNN's backward keeps its fp32 dQ accumulator "
-                 "instead of stored score gradients) | auto (gpt_train's default, decided on the GPU: the larger count)");
+                 "instead of stored score gradients) | auto (gpt_train's default, decided on the GPU: the larger "
+                 "count)");
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
       ->capture_default_str()->check(gpt::kNonNegativeInt);
