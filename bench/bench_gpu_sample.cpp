@@ -4,9 +4,14 @@
 // its one-query attention kernel). Both draw the same K greedy tokens after a
 // prompt of P random tokens, side by side in one process; every token waits
 // for its logits on the host, as the trainer's sample() does, so the times
-// are what a user waits. Prints a table row and one JSON line.
+// are what a user waits. Prints a table row and one JSON line, with how many
+// greedy tokens agree and, at the second new token (the first the decode
+// kernel computes), the two paths' largest logit difference beside the gap
+// between the two largest logits: a randomly initialised model's logits
+// nearly tie, so rounding may pick either token.
 //   bench_gpu_sample [--model gpt2-124m] [--seq 1024] [--prompt 512] [--tokens 64] [--precision bf16|fp32]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -56,8 +61,10 @@ nlohmann::json run(const Args& a) {
   const auto& P = st.params();
   std::vector<float> logits(size_t(cfg.padded_vocab()));
 
-  // K greedy tokens after ctx (which gains them); seconds taken.
-  const auto generate = [&](std::vector<int32_t>& ctx, int K, bool cached) {
+  // K greedy tokens after ctx (which gains them); seconds taken. second_logits (if given) gets the logits
+  // of the second new token: the first the cached path computes with the decode kernel.
+  const auto generate = [&](std::vector<int32_t>& ctx, int K, bool cached,
+                            std::vector<float>* second_logits = nullptr) {
     Timer t;
     if (cached && !m.set_decode(0))
       throw ConfigError(fmt::format("invalid seq = {}: beyond the decode kernel's reach", a.seq));
@@ -70,6 +77,7 @@ nlohmann::json run(const Args& a) {
       m.forward_embedding(P[layout.embedding_unit()]);
       for (int l = 0; l < cfg.n_layer; ++l) m.forward_block(l, P[layout.block_unit(l)]);
       m.logits_row(P[layout.final_unit()], P[layout.embedding_unit()], len - first - 1, logits.data());
+      if (i == 1 && second_logits) *second_logits = logits;
       ctx.push_back(int32_t(std::max_element(logits.begin(), logits.begin() + cfg.vocab_size) - logits.begin()));
     }
     const double s = t.seconds();
@@ -84,11 +92,31 @@ nlohmann::json run(const Args& a) {
   generate(whole, 2, false);  // warm-up: cuBLASLt's algorithms, first touches of both paths
   generate(cached, 2, true);
   whole = cached = prompt;
-  const double whole_s = generate(whole, a.tokens, false);
-  const double cached_s = generate(cached, a.tokens, true);
+  std::vector<float> whole_second, cached_second;
+  const double whole_s = generate(whole, a.tokens, false, &whole_second);
+  const double cached_s = generate(cached, a.tokens, true, &cached_second);
   // Greedy on logits that agree to rounding: the same tokens unless two logits nearly tie.
   int same = 0;
   while (same < a.tokens && whole[size_t(a.prompt + same)] == cached[size_t(a.prompt + same)]) ++same;
+  // How far the two paths' logits are apart where they first differ in method (the second new token, after the
+  // same first one), against the gap between the whole pass's two largest logits there: a gap below the
+  // difference lets rounding pick the token. null where the first tokens already differ or there is no second.
+  nlohmann::json decode_diff = nullptr, top2_gap = nullptr;
+  if (same >= 1 && a.tokens >= 2) {
+    float diff = 0, top1 = -INFINITY, top2 = -INFINITY;
+    for (int v = 0; v < cfg.vocab_size; ++v) {
+      diff = std::max(diff, std::fabs(whole_second[size_t(v)] - cached_second[size_t(v)]));
+      const float x = whole_second[size_t(v)];
+      if (x > top1) {
+        top2 = top1;
+        top1 = x;
+      } else if (x > top2) {
+        top2 = x;
+      }
+    }
+    decode_diff = diff;
+    top2_gap = top1 - top2;
+  }
   const std::string dev = cuda::device_name(0);
   std::printf("# %-10s %-5s prompt %d + %d tokens: whole passes %.1f tok/s, cached %.1f tok/s (%.1fx), %d/%d same "
               "(%s)\n",
@@ -107,6 +135,8 @@ nlohmann::json run(const Args& a) {
           {"cached_tokens_per_s", a.tokens / cached_s},
           {"speedup", whole_s / cached_s},
           {"same_tokens", same},
+          {"decode_logits_max_diff", decode_diff},
+          {"decode_top2_gap", top2_gap},
           {"cache_bytes", decode_cache_elems(cfg, a.seq) * int64_t(sizeof(T))}};
 }
 

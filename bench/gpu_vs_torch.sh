@@ -172,9 +172,12 @@ if gemm:
 sample = json.loads(os.environ.get("SAMPLE_JSON") or "null")
 if sample:
     print(f"# sampling: {sample['new_tokens']} greedy tokens after a prompt of {sample['prompt_tokens']}")
-    print(f"  {'whole passes tok/s':>20} {'cached tok/s':>13} {'speed-up':>9} {'same tokens':>12}")
+    print(f"  {'whole passes tok/s':>20} {'cached tok/s':>13} {'speed-up':>9} {'same tokens':>12} "
+          f"{'logit diff':>11} {'top-2 gap':>10}")
+    fmt = lambda v: "-" if v is None else f"{v:.2e}"  # the second token's logits: the paths' difference, its gap
     print(f"  {sample['whole_tokens_per_s']:>20.1f} {sample['cached_tokens_per_s']:>13.1f} "
-          f"{sample['speedup']:>8.1f}x {sample['same_tokens']:>6}/{sample['new_tokens']}")
+          f"{sample['speedup']:>8.1f}x {sample['same_tokens']:>6}/{sample['new_tokens']} "
+          f"{fmt(sample.get('decode_logits_max_diff')):>11} {fmt(sample.get('decode_top2_gap')):>10}")
 date = datetime.date.today().isoformat()
 out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,

@@ -168,5 +168,8 @@ assert not [x for x in r["rows"] if x["impl"] == "ours-cudnn-attention"], r["row
 smp = r["sampling"]  # prompt 32 + 32 greedy tokens of tiny at T=64, cached and by whole passes
 assert smp["prompt_tokens"] == 32 and smp["new_tokens"] == 32 and smp["whole_s"] > 0 and smp["cached_s"] > 0, smp
 assert smp["same_tokens"] >= 1 and smp["cache_bytes"] == 4 * 64 * 2 * 128 * 2, smp
+# The second token's logits (the first through the decode kernel) against the whole pass's: rounding apart, and
+# the whole pass's top-2 gap beside them.
+assert 0 <= smp["decode_logits_max_diff"] < 0.1 and smp["decode_top2_gap"] >= 0, smp
 print(f"OK: {files[0]}: {len(phases)} phases, {len(gemm)} GEMMs, {len(att)} attention kernels")
 PY
