@@ -65,7 +65,7 @@ struct RunConfig {
   Recompute recompute = Recompute::kNone;  // activations recomputed in backward (model/recompute.hpp)
   int gemm_autotune = 0;                   // cuda: time up to N cuBLASLt algorithms per GEMM shape (0: heuristic's)
   int attention_ds_mib = 0;                // cuda, bf16: stored attention score gradients (model/attention_ds.hpp);
-                                           // 256 on cuda unless given, 0 on the CPU
+                                           // kAttentionDsDefaultBytes (0: recompute) on cuda unless given, 0 on the CPU
   int64_t attention_ds_budget() const { return int64_t(attention_ds_mib) << 20; }  // in bytes
   // cuda, bf16: ours | cudnn (model/cuda/attention_cudnn.hpp) | auto (the
   // trainer resolves it to one of the two on all ranks together). auto by
