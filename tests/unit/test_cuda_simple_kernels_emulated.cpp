@@ -492,6 +492,30 @@ TEST(EmulatedLaunch, RefusesConfigurationsEveryGpuRefuses) {
   launch_config(dim3(2, 3), dim3(32, 32));
 }
 
+// Every block starts with its dynamic shared memory all 0xFF, whatever an
+// earlier block or launch (with more of it) wrote; a write past the launch's
+// size ends the process naming the byte, wherever it falls (the guard reads
+// 64 bytes at a time: a byte in the unaligned head, in a word, at the end).
+TEST(EmulatedLaunch, SharedMemoryIsPoisonedPerBlockAndGuardedPastItsSize) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const size_t cap = emulated_cuda::kSmemCapacity;
+  for (const size_t bytes : {cap, size_t(4096), size_t(100), size_t(0)}) {
+    bool all_poison = true;
+    emulated_cuda::launch(dim3(3), dim3(32), bytes, [&] {
+      for (size_t i = threadIdx.x; i < bytes; i += 32) all_poison = all_poison && emulated_cuda::g_smem[i] == 0xFF;
+      __syncthreads();
+      for (size_t i = threadIdx.x; i < bytes; i += 32) emulated_cuda::g_smem[i] = 0;
+    });
+    EXPECT_TRUE(all_poison) << bytes << " bytes";
+  }
+  for (const size_t at : {size_t(100), size_t(130), size_t(4096 + 7), cap - 1}) {
+    const auto write_past = [at] {
+      emulated_cuda::launch(dim3(2), dim3(1), 100, [at] { emulated_cuda::g_smem[at] = 0; });
+    };
+    EXPECT_DEATH(write_past(), "shared memory written at byte " + std::to_string(at) + ", past the launch's 100");
+  }
+}
+
 // Every block of a launch runs once, in an order other than 0..n-1 that
 // changes from launch to launch (a GPU promises none; emulated_cuda.hpp).
 TEST(EmulatedLaunch, RunsEachBlockOnceInAShuffledOrder) {
