@@ -9,7 +9,7 @@
 //    block at a time, in a shuffled order (launch(), below); warps are formed
 //    from the linear thread index, x fastest;
 //  - __syncthreads (a barrier over the block), __syncwarp (over the warp),
-//    __shfl_xor_sync (through a per-warp exchange slot and two barriers),
+//    __shfl_xor_sync (through a per-warp exchange slot and a barrier),
 //    atomicAdd on unsigned, __threadfence and __ldcg (trivially: blocks run one
 //    after another, so a "last block to arrive" sees every other block's
 //    writes).
@@ -156,6 +156,7 @@ struct Fiber {
   std::vector<PendingCopy> open_group;
   std::vector<std::vector<PendingCopy>> groups;
   unsigned copies_issued = 0;  // this block: the n-th cp.async of this thread
+  unsigned collectives = 0;    // this block: the n-th warp collective of this thread
 };
 
 // A barrier over `expected` fibers: the last to arrive completes the phase,
@@ -170,13 +171,20 @@ struct MmaSlot {
   const unsigned char* row;  // ldmatrix
 };
 struct BlockState {
-  explicit BlockState(int threads) : shfl(size_t(threads)), mma(size_t(threads)) {
+  explicit BlockState(int threads) : threads(unsigned(threads)), shfl(2 * size_t(threads)), mma(2 * size_t(threads)) {
     block.expected = unsigned(threads);
     // The last warp of a block that is not a multiple of 32 is partial.
     for (int w = 0; w * 32 < threads; ++w) warps.push_back(Barrier{unsigned(std::min(32, threads - 32 * w)), {}});
   }
+  unsigned threads;
   Barrier block;
   std::vector<Barrier> warps;
+  // The warp collectives' exchange slots, two per thread: the n-th
+  // collective of a warp posts to set n % 2 and waits once, for the whole
+  // warp to post. A lane that runs ahead to the (n+1)-th posts to the other
+  // set, and one at the (n+2)-th has passed the (n+1)-th's wait, which every
+  // lane reached after reading the n-th's: no slot is overwritten before all
+  // have read it, without a second wait (half the thread switches).
   std::vector<float> shfl;
   std::vector<MmaSlot> mma;
   // Every cp.async destination of the block: which thread, its how-manieth
@@ -272,6 +280,13 @@ inline void arrive_and_wait(Barrier& b) {
   yield();  // back when the last one arrives
 }
 inline Barrier& warp_barrier() { return block_state().warps[t_linear_tid / 32]; }
+// The first slot of the running thread's warp in the set its next warp
+// collective uses (BlockState's slots). A collective needs the whole warp.
+inline unsigned collective_warp0(const char* what) {
+  if (t_linear_tid / 32 * 32 + 32 > block_state().threads) fail(std::string(what) + " in a partial warp");
+  const unsigned set = this_thread().collectives++ % 2;
+  return set * block_state().threads + t_linear_tid / 32 * 32;
+}
 
 // The rule of ldmatrix rows and cp.async destinations: 16-byte aligned, and
 // all 16 bytes in the launch's shared memory.
@@ -385,7 +400,10 @@ void launch(dim3 grid, dim3 block, size_t smem_bytes, Body body) {
   for (unsigned k = 0; k < grid.x * grid.y; ++k) {
     blockIdx = dim3(order[k] % grid.x, order[k] / grid.x);
     std::memset(g_smem, 0xFF, g_smem_dirty);
-    for (int t = 0; t < threads; ++t) fibers[size_t(t)]->done = false, fibers[size_t(t)]->copies_issued = 0;
+    for (int t = 0; t < threads; ++t) {
+      Fiber& f = *fibers[size_t(t)];
+      f.done = false, f.copies_issued = 0, f.collectives = 0;
+    }
     t_sched->ready.fill(unsigned(threads));
     t_sched->lowest_first = k % 2 == 0;
     run_thread(*fibers[size_t(next_ready())], &t_sched->launch);  // back when no thread can run
@@ -457,13 +475,10 @@ inline void __syncthreads() { emulated_cuda::arrive_and_wait(emulated_cuda::bloc
 inline void __syncwarp(unsigned = 0xffffffffu) { emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier()); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   auto& slots = emulated_cuda::block_state().shfl;
-  const unsigned me = emulated_cuda::t_linear_tid, warp0 = me / 32 * 32;
-  if (warp0 + 32 > blockDim.x * blockDim.y) emulated_cuda::fail("__shfl_xor_sync in a partial warp");
-  slots[me] = v;
+  const unsigned lane = emulated_cuda::t_linear_tid % 32, warp0 = emulated_cuda::collective_warp0("__shfl_xor_sync");
+  slots[warp0 + lane] = v;
   emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier());
-  const float other = slots[warp0 + ((me % 32) ^ unsigned(lane_mask))];
-  emulated_cuda::arrive_and_wait(emulated_cuda::warp_barrier());  // nobody overwrites a slot before all have read
-  return other;
+  return slots[warp0 + (lane ^ unsigned(lane_mask))];
 }
 inline unsigned char* dynamic_smem() { return emulated_cuda::g_smem; }
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -503,8 +518,8 @@ inline float bf16_half(uint32_t reg, int half) {
 }
 inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   auto& slots = block_state().mma;
-  const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
-  MmaSlot& mine = slots[me];
+  const unsigned me = t_linear_tid, warp0 = collective_warp0("mma.sync");
+  MmaSlot& mine = slots[warp0 + me % 32];
   std::memcpy(mine.a, a, sizeof a);
   std::memcpy(mine.b, b, sizeof b);
   arrive_and_wait(warp_barrier());
@@ -515,15 +530,12 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
   // B[k][n]: lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2.
   auto B = [&](int k, int n) { return bf16_half(slots[warp0 + n * 4 + (k % 8) / 2].b[k >= 8], k % 2); };
   const int g = int(me % 32) / 4, t = int(me % 4);
-  float out[4];
-  for (int e = 0; e < 4; ++e) {
+  for (int e = 0; e < 4; ++e) {  // d is this lane's own: the other lanes read the slots
     const int r = g + 8 * (e / 2), n = 2 * t + e % 2;
     float s = d[e];
     for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, n);
-    out[e] = s;
+    d[e] = s;
   }
-  arrive_and_wait(warp_barrier());  // nobody overwrites a slot before all have read
-  std::memcpy(d, out, sizeof out);
 }
 
 // Shared memory bank conflicts of ldmatrix, counted over every launch since
@@ -546,12 +558,12 @@ inline void reset_ldmatrix_stats() { g_ldmatrix_stats = {}; }
 // (g, 2t + 1) of matrix i in r[i], or with trans (2t, g), (2t + 1, g).
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   auto& slots = block_state().mma;
-  const unsigned me = t_linear_tid, warp0 = me / 32 * 32;
+  const unsigned me = t_linear_tid, warp0 = collective_warp0("ldmatrix");
   const auto* p = static_cast<const unsigned char*>(row);
   require_shared16(p, "ldmatrix row address");
-  slots[me].row = p;
+  slots[warp0 + me % 32].row = p;
   arrive_and_wait(warp_barrier());
-  if (me == warp0) {  // the warp's instruction, counted once
+  if (me % 32 == 0) {  // the warp's instruction, counted once
     for (int i = 0; i < 4; ++i) {
       int rows_in_group[8] = {};
       for (int rr = 0; rr < 8; ++rr) {
@@ -573,7 +585,6 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   for (int i = 0; i < 4; ++i)
     r[i] = trans ? element(i, 2 * t, g) | element(i, 2 * t + 1, g) << 16
                  : element(i, g, 2 * t) | element(i, g, 2 * t + 1) << 16;
-  arrive_and_wait(warp_barrier());
 }
 
 inline void cp_async_16(void* dst, const void* src) {
