@@ -21,7 +21,7 @@ but not what it needs. Together they answer what a real GPU would:
 
 and reports, for each kernel and launch configuration, the resident blocks
 and occupancy an SM allows and what limits them (the CUDA occupancy
-calculator's rules for compute capability 8.0 and 9.0).
+calculator's rules for compute capability 8.0, 9.0 and 10.0).
 
   kernel_resources.py --ptxas PTXAS --logs DIR --json OUT \\
       [--unlaunched REGEX] [--spill-ok REGEX] sm_80=a.ptx:b.ptx sm_90=...
@@ -44,6 +44,8 @@ SM_LIMITS = {
                   smem_per_sm=164 * 1024, smem_per_block_optin=163 * 1024),
     "sm_90": dict(name="H100/H200 (9.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
                   smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024),
+    "sm_100": dict(name="B200/GB200 (10.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
+                   smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024),
 }
 REG_ALLOC_UNIT = 256       # registers, allocated per warp
 SUB_PARTITIONS = 4         # an SM's register file is 4 x 16K registers, one per warp scheduler

@@ -93,6 +93,15 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) {
   *reinterpret_cast<Pack<T, W>*>(p) = v;
 }
 
+// Makes v's registers opaque to the compiler here: what it computed from them
+// before (elements widened to fp32) is computed again after, instead of kept
+// live in registers across this point. A kernel that keeps a row in
+// registers and passes over it more than once puts this between the passes
+// (ptxas for sm_100 otherwise keeps a bf16 row's widened floats and spills).
+__device__ __forceinline__ void opaque(uint4& v) {
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
+
 // W consecutive elements at p widened to fp32 (p 16-byte aligned when
 // W * sizeof(T) == 16).
 template <int W, typename T>
