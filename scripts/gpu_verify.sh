@@ -20,7 +20,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 what="${1:-all}"
 out="${OUT:-$root/runs/gpu_verify}"; mkdir -p "$out"
 carry="$root/.carry"
-arch="${CUDA_ARCH:-90}"
+# The GPU's own architecture (nvidia-smi's compute capability: 9.0 -> 90),
+# unless CUDA_ARCH says; 90 where it cannot tell.
+arch="${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')}"
+[[ "$arch" =~ ^[0-9]+$ ]] || arch=90
 jobs="$(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 nvcc --version | tail -n 2 | tee -a "$out/gpu.txt"
