@@ -1,12 +1,12 @@
 // cuDNN's fused attention graphs (model/cuda/attention_cudnn.hpp) without a
-// GPU, for an H100 and an A100 described by cuDNN's device-properties JSON
+// GPU, for an H100, an A100 and a B200 described by cuDNN's device-properties JSON
 // (the fields cuDNN 9.19 asks for), at gpt2-124m's training shape and small
 // ones. cuDNN's heuristics must offer engine configurations that pass their
 // support checks (a graph the fused-attention engines do not recognise, an
 // operation out of place, a wrong type or layout, gets none), and the plan
 // chosen as on that GPU must finalize: cuDNN generates and compiles its
 // kernel and hands it to the driver library to load. It must be the GPU's
-// own flash-attention kernel (sm90 on the H100, sm80 on the A100), and its
+// own flash-attention kernel (sm90 on the H100, sm80 on the A100, sm100 on the B200), and its
 // workspace what the planner counts (attention_ds.hpp). What the kernels
 // compute is checked against the CPU reference on a GPU
 // (tests/gpu/test_cuda_ops.cpp, CudnnAttention*).
@@ -30,7 +30,7 @@ namespace {
 
 using gpt::cuda::AttentionShape;
 
-// cuDNN's device-properties JSON for an H100 SXM (sm_90) and an A100 SXM (sm_80).
+// cuDNN's device-properties JSON for an H100 SXM (sm_90), an A100 SXM (sm_80) and a B200 (sm_100).
 const std::string kH100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
   "regsPerBlock": 65536, "multiProcessorCount": 132, "warpSize": 32, "maxSharedMemoryPerBlock": 49152,
   "maxSharedMemoryPerBlockOptin": 232448, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
@@ -45,6 +45,14 @@ const std::string kA100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlo
   "supportCoopLaunch": 1, "smClockRateKHz": 1410000, "memClockRateKHz": 1593000, "l2CacheSize": 41943040,
   "deviceName": "NVIDIA A100-SXM4-80GB", "smVersion": 80, "totalGlobalMem": 85198045184, "cudaDeviceId": 0,
   "deviceVer": 800, "driverVer": 13000})";
+// A B200 (sm_100) as its properties are published (148 SMs, 227 KiB of shared memory a block, 126.5 MiB of L2).
+const std::string kB200 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
+  "regsPerBlock": 65536, "multiProcessorCount": 148, "warpSize": 32, "maxSharedMemoryPerBlock": 49152,
+  "maxSharedMemoryPerBlockOptin": 232448, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
+  "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "pciDeviceId": 10497, "isTccDriver": 0,
+  "supportCoopLaunch": 1, "smClockRateKHz": 1965000, "memClockRateKHz": 3996000, "l2CacheSize": 132644864,
+  "deviceName": "NVIDIA B200", "smVersion": 100, "totalGlobalMem": 191537709056, "cudaDeviceId": 0,
+  "deviceVer": 1000, "driverVer": 13000})";
 
 // Why these tests cannot run here, or "" when they can.
 std::string unavailable() {
@@ -88,7 +96,7 @@ Planned plan(const AttentionShape& s, bool backward, const std::string& json, co
   return p;
 }
 
-TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100AndA100) {
+TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100A100AndB200) {
   SKIP_UNLESS_AVAILABLE();
   const std::string lib = gpt::cuda::cudnn_attention_library();  // for the record: "cuDNN 9.x.y (file)"
   EXPECT_EQ(lib.rfind("cuDNN 9.", 0), 0u) << lib;
@@ -98,16 +106,22 @@ TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100AndA100) {
   const int64_t engine = gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH);
   for (const bool backward : {false, true}) {
     SCOPED_TRACE(backward ? "backward" : "forward");
-    const Planned h100 = plan(s, backward, kH100, "H100"), a100 = plan(s, backward, kA100, "A100");
+    const Planned h100 = plan(s, backward, kH100, "H100"), a100 = plan(s, backward, kA100, "A100"),
+                  b200 = plan(s, backward, kB200, "B200");
     // Each GPU's own generation of cuDNN's flash attention (wgmma on the H100).
     EXPECT_NE(h100.kernel.find("sm90"), std::string::npos) << h100.kernel;
     EXPECT_NE(h100.kernel.find("flash"), std::string::npos) << h100.kernel;
     EXPECT_NE(a100.kernel.find("sm80"), std::string::npos) << a100.kernel;
     EXPECT_NE(a100.kernel.find("flash"), std::string::npos) << a100.kernel;
-    // The planner counts the H100's larger direction; the A100's backward asks for a dQ accumulator's size more.
+    EXPECT_NE(b200.kernel.find("sm100"), std::string::npos) << b200.kernel;
+    EXPECT_NE(b200.kernel.find("flash"), std::string::npos) << b200.kernel;
+    // The planner counts the H100's larger direction, which covers the B200's (its backward: the softmax sums
+    // and 128 bytes); the A100's backward asks for a dQ accumulator's size more.
     EXPECT_LE(h100.plan.engine_workspace, engine);
+    EXPECT_LE(b200.plan.engine_workspace, engine);
     if (backward) {
       EXPECT_EQ(h100.plan.engine_workspace, engine);
+      EXPECT_GE(b200.plan.engine_workspace, engine - gpt::kAttentionCudnnAlign);
       const int64_t accum = 4 * s.B * s.T * s.C;
       EXPECT_GE(a100.plan.engine_workspace, engine + accum - gpt::kAttentionCudnnAlign);
       EXPECT_LE(a100.plan.engine_workspace, engine + accum);
