@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -30,29 +31,35 @@ namespace {
 
 using gpt::cuda::AttentionShape;
 
-// cuDNN's device-properties JSON for an H100 SXM (sm_90), an A100 SXM (sm_80) and a B200 (sm_100).
-const std::string kH100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
-  "regsPerBlock": 65536, "multiProcessorCount": 132, "warpSize": 32, "maxSharedMemoryPerBlock": 49152,
-  "maxSharedMemoryPerBlockOptin": 232448, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
-  "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "pciDeviceId": 8992, "isTccDriver": 0,
-  "supportCoopLaunch": 1, "smClockRateKHz": 1980000, "memClockRateKHz": 2619000, "l2CacheSize": 52428800,
-  "deviceName": "NVIDIA H100 80GB HBM3", "smVersion": 90, "totalGlobalMem": 85520809984, "cudaDeviceId": 0,
-  "deviceVer": 900, "driverVer": 13000})";
-const std::string kA100 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
-  "regsPerBlock": 65536, "multiProcessorCount": 108, "warpSize": 32, "maxSharedMemoryPerBlock": 49152,
-  "maxSharedMemoryPerBlockOptin": 166912, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
-  "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "pciDeviceId": 8370, "isTccDriver": 0,
-  "supportCoopLaunch": 1, "smClockRateKHz": 1410000, "memClockRateKHz": 1593000, "l2CacheSize": 41943040,
-  "deviceName": "NVIDIA A100-SXM4-80GB", "smVersion": 80, "totalGlobalMem": 85198045184, "cudaDeviceId": 0,
-  "deviceVer": 800, "driverVer": 13000})";
-// A B200 (sm_100) as its properties are published (148 SMs, 227 KiB of shared memory a block, 126.5 MiB of L2).
-const std::string kB200 = R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64],
-  "regsPerBlock": 65536, "multiProcessorCount": 148, "warpSize": 32, "maxSharedMemoryPerBlock": 49152,
-  "maxSharedMemoryPerBlockOptin": 232448, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
-  "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "pciDeviceId": 10497, "isTccDriver": 0,
-  "supportCoopLaunch": 1, "smClockRateKHz": 1965000, "memClockRateKHz": 3996000, "l2CacheSize": 132644864,
-  "deviceName": "NVIDIA B200", "smVersion": 100, "totalGlobalMem": 191537709056, "cudaDeviceId": 0,
-  "deviceVer": 1000, "driverVer": 13000})";
+// cuDNN's device-properties JSON (the fields cuDNN 9.19 asks for) of a GPU:
+// what differs between the GPUs below, the rest common to sm_80 and later.
+struct Gpu {
+  const char* name;
+  int sm;                          // smVersion: 80, 90, 100
+  int sms;                         // multiprocessors
+  int smem_optin;                  // bytes of shared memory a block may opt into
+  int pci_id, sm_khz, mem_khz;
+  int64_t l2, memory;              // bytes
+};
+std::string device_json(const Gpu& g) {
+  const std::string n = std::to_string(g.sm);
+  return R"({"maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64], "regsPerBlock": 65536,
+  "warpSize": 32, "maxSharedMemoryPerBlock": 49152, "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536,
+  "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "isTccDriver": 0, "supportCoopLaunch": 1,
+  "cudaDeviceId": 0, "driverVer": 13000, "multiProcessorCount": )" +
+         std::to_string(g.sms) + R"(, "maxSharedMemoryPerBlockOptin": )" + std::to_string(g.smem_optin) +
+         R"(, "pciDeviceId": )" + std::to_string(g.pci_id) + R"(, "smClockRateKHz": )" + std::to_string(g.sm_khz) +
+         R"(, "memClockRateKHz": )" + std::to_string(g.mem_khz) + R"(, "l2CacheSize": )" + std::to_string(g.l2) +
+         R"(, "deviceName": ")" + g.name + R"(", "smVersion": )" + n + R"(, "deviceVer": )" + n + "0" +
+         R"(, "totalGlobalMem": )" + std::to_string(g.memory) + "}";
+}
+// An H100 SXM, an A100 SXM and a B200 (the B200's as published: 148 SMs, 227 KiB a block, 126.5 MiB of L2).
+const std::string kH100 =
+    device_json({"NVIDIA H100 80GB HBM3", 90, 132, 232448, 8992, 1980000, 2619000, 52428800, 85520809984});
+const std::string kA100 =
+    device_json({"NVIDIA A100-SXM4-80GB", 80, 108, 166912, 8370, 1410000, 1593000, 41943040, 85198045184});
+const std::string kB200 =
+    device_json({"NVIDIA B200", 100, 148, 232448, 10497, 1965000, 3996000, 132644864, 191537709056});
 
 // Why these tests cannot run here, or "" when they can.
 std::string unavailable() {
