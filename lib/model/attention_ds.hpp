@@ -107,12 +107,12 @@ inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t
 // backward's fp32 softmax sums [B, NH, T] (virtual in our graph, so the
 // engine keeps them), and 256 bytes more (the forward asks for 256). Only
 // cuDNN knows it; tests/unit/test_cudnn_attention.cpp has it plan the
-// kernels without a GPU and checks this. A B200's sm100 kernels at
-// gpt2-124m's shape ask for no more (the backward 128 bytes less). An
+// kernels without a GPU and checks this. A B200's sm100 kernels at the
+// GPT-2 presets' shapes ask for no more (the backward 128 bytes less). An
 // A100's sm80 backward asks for about 4 B T C bytes more (the size of a
 // second fp32 dQ accumulator), which the planner, sized for the H100/H200,
 // does not count; so does a B200's where cuDNN 9.19 plans its sm80 kernels
-// for it (two small shapes tried: T = 64 at head size 32, T = 100 at 64).
+// for it (`tiny`: head size 32 at T = 128; T = 100 at head size 64).
 inline int64_t attention_cudnn_engine_bytes(int64_t B, int64_t T, int64_t NH) {
   return attention_cudnn_aligned(4 * B * NH * T) + kAttentionCudnnAlign;
 }

@@ -150,18 +150,28 @@ TEST(CudnnAttention, SmallShapesPlanOnH100) {
 }
 
 // Every model preset at its full context (B=4) plans cuDNN's sm90 kernels on an H100, with the planner's
-// workspace: so `--attention auto` would run cuDNN for each of them there.
-TEST(CudnnAttention, EveryPresetPlansOnH100) {
+// workspace: so `--attention auto` would run cuDNN for each of them there. On a B200 the GPT-2 presets plan
+// its sm100 kernels within the planner's count (the backward 128 bytes under it); `tiny` (head size 32,
+// T=128) gets its sm80 kernels, whose backward asks for more, as an A100's does.
+TEST(CudnnAttention, EveryPresetPlansOnH100AndB200) {
   SKIP_UNLESS_AVAILABLE();
   for (const std::string& name : gpt::preset_names()) {
     SCOPED_TRACE(name);
     const gpt::GPTConfig c = gpt::preset(name);
     const AttentionShape s{4, c.seq_len, c.n_embd, c.n_head};
     for (const bool backward : {false, true}) {
+      const int64_t count = backward ? gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH) : gpt::kAttentionCudnnAlign;
       const Planned p = plan(s, backward, kH100, "H100");
       EXPECT_NE(p.kernel.find("sm90"), std::string::npos) << p.kernel;
-      EXPECT_EQ(p.plan.engine_workspace,
-                backward ? gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH) : gpt::kAttentionCudnnAlign);
+      EXPECT_EQ(p.plan.engine_workspace, count);
+      const Planned b = plan(s, backward, kB200, "B200");
+      if (name == "tiny") {
+        EXPECT_NE(b.kernel.find("sm80"), std::string::npos) << b.kernel;
+      } else {
+        EXPECT_NE(b.kernel.find("sm100"), std::string::npos) << b.kernel;
+        EXPECT_LE(b.plan.engine_workspace, count);
+        EXPECT_GE(b.plan.engine_workspace, count - gpt::kAttentionCudnnAlign);
+      }
     }
   }
 }
