@@ -62,11 +62,12 @@ __global__ void __launch_bounds__(kThreads)
 // bf16, 32768 in fp32; GPT-2's 50304 bf16 columns take 7 vectors per
 // thread), so the logits cross HBM twice (read, then the gradient
 // written) rather than three times. At most 64 registers a thread (1024
-// threads): sm_80, sm_90 and sm_100 take 53-57 without spilling. The exponentials are base 2 with
-// log2(e) folded into one FFMA. Rows must be 16-byte aligned with Vp a
-// multiple of kVec<T> (the launcher's vector_width); others take
-// softmax_xent_kernel. The loss is lse minus the target's logit, read by
-// thread 0 before the first barrier, so before any thread overwrites it.
+// threads): sm_80, sm_90 and sm_100 take 53-57 without spilling. The
+// exponentials are base 2 with log2(e) folded into one FFMA. Rows must be
+// 16-byte aligned with Vp a multiple of kVec<T> (the launcher's
+// vector_width); others take softmax_xent_kernel. The loss is lse minus the
+// target's logit, read by thread 0 before the first barrier, so before any
+// thread overwrites it.
 constexpr int kRowThreads = 1024;
 constexpr int kRowVectors = 8;
 template <typename T>
