@@ -234,6 +234,26 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsStoredBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsStoredBytes), formula(false, 0)) << "fp32 stores no score gradients";
+  {  // Head size 128 (one head): the CUDA-core kernels, which store no dS, so a budget allocates nothing.
+    GPTConfig one_head = s.cfg;
+    one_head.n_head = 1;
+    Rig r(one_head);
+    Workload w;
+    w.model = one_head;
+    w.seq_len = kT;
+    w.micro_batch = kB;
+    w.format = NumericFormat::bf16();
+    w.format.gpu = true;
+    w.attention_ds_budget = kAttentionDsStoredBytes;
+    GPTOptions opt{kB, kT};
+    opt.attention_ds_budget = kAttentionDsStoredBytes;
+    const int64_t before = r.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<bf16> m(r.layout, opt, &r.alloc, &r.mm, r.stream);
+    EXPECT_EQ(r.dev_tracker.bytes(MemCategory::kActivations) - before, activation_bytes(w)) << "head size 128";
+    const int64_t with_budget = activation_bytes(w);
+    w.attention_ds_budget = 0;
+    EXPECT_EQ(with_budget, activation_bytes(w)) << "head size 128 stores no score gradients";
+  }
   // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator and its engine's workspace instead (the
   // H100/H200's, as cuDNN plans it: attention_ds.hpp).
   auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T,
@@ -330,7 +350,8 @@ TEST(CudaModel, RecomputeBf16) {
 // rounding of 2^-9 carried through the later layers). A cache row written
 // at the wrong position, a missing position offset or a stale key is O(1)
 // off. Whole passes in between leave the cache as it was. Head sizes 32
-// (tiny's 4 heads) and 64 (2 heads), the two the kernels take.
+// (tiny's 4 heads), 64 (2 heads) and 128 (1 head), the three the kernels
+// take.
 template <typename T>
 void check_decode(int n_head, double tol) {
   SCOPED_TRACE(::testing::Message() << n_head << " heads");
@@ -366,12 +387,12 @@ void check_decode(int n_head, double tol) {
 
 TEST(CudaModel, DecodeCacheFp32) {
   GPT_REQUIRE_GPU();
-  for (int n_head : {4, 2}) check_decode<float>(n_head, 1e-5);
+  for (int n_head : {4, 2, 1}) check_decode<float>(n_head, 1e-5);
 }
 
 TEST(CudaModel, DecodeCacheBf16) {
   GPT_REQUIRE_GPU();
-  for (int n_head : {4, 2}) check_decode<bf16>(n_head, 2e-2);
+  for (int n_head : {4, 2, 1}) check_decode<bf16>(n_head, 2e-2);
 }
 
 // Trains 20 steps on the CPU (fp32) and on the GPU in T; returns both curves.

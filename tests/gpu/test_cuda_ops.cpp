@@ -226,7 +226,9 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
 
 // Both kernels in bf16 (tensor cores and CUDA cores), the CUDA-core kernels
 // in fp32. T = 75 leaves a partial last tile of 32 and of 64 rows; T = 200
-// streams several K/V (forward, dQ) and Q/dO (dK/dV) tiles.
+// streams several K/V (forward, dQ) and Q/dO (dK/dV) tiles. Head sizes 64,
+// 32 and 128; at 128 only the CUDA-core kernels (two lanes per row), which
+// kAuto then takes in bf16 too, and the tensor-core ones refuse it.
 TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
   // Tensor cores: dQ recomputed (no room for stored score gradients), from
@@ -242,7 +244,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
     variants.insert(variants.end(), {{AttentionKernel::kTensorCore, 0}, {AttentionKernel::kTensorCore, -1},
                                      {AttentionKernel::kTensorCore, 3}, {AttentionKernel::kTensorCoreWide, -1}});
   for (int64_t Tn : {75, 200}) {
-    for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
+    for (int64_t NH : {2, 4, 1}) {  // head sizes 64, 32 and 128
       const int64_t B = 2, C = 128;
       auto qkv = input<T>(B * Tn * 3 * C, 1.f, 20 + NH + Tn), dy = input<T>(B * Tn * C, 1.f, 30 + NH + Tn);
       std::vector<float> out(B * Tn * C), lse_ref(B * NH * Tn), dqkv(B * Tn * 3 * C);
@@ -252,7 +254,16 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
       cpu::attention_backward(dqkv.data(), dy.data(), qkv.data(), lse_ref.data(), scratch.data(), kThreads,
                               {B, Tn, C, NH});
       Dev<T> gqkv(qkv), gdy(dy);
+      if (std::is_same_v<T, bf16> && NH == 1) {
+        Dev<T> o(B * Tn * C);
+        Dev<float> l(B * NH * Tn);
+        EXPECT_THROW(attention_forward(o.data(), l.data(), gqkv.data(), {B, Tn, C, NH}, nullptr,
+                                       AttentionKernel::kTensorCore),
+                     gpt::Error)
+            << "tensor cores at head size 128";
+      }
       for (const auto [kernel, ds_pairs] : variants) {
+        if (NH == 1 && kernel != AttentionKernel::kSimt) continue;
         SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH
                                           << (kernel == AttentionKernel::kSimt ? " simt" : " tensor cores")
                                           << (kernel == AttentionKernel::kTensorCoreWide ? ", wide forward" : "")
@@ -301,7 +312,7 @@ TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
   if (!why.empty()) GTEST_SKIP() << why;
   std::printf("%s\n", cudnn_attention_library().c_str());
   for (int64_t Tn : {75, 200}) {
-    for (int64_t NH : {2, 4}) {  // head sizes 64 and 32
+    for (int64_t NH : {2, 4, 1}) {  // head sizes 64, 32 and 128 (ours: the CUDA-core kernels there)
       SCOPED_TRACE(::testing::Message() << "T=" << Tn << " NH=" << NH);
       const int64_t B = 2, C = 128;
       const AttentionShape shape{B, Tn, C, NH};

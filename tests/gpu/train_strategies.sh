@@ -4,6 +4,7 @@
 #    norms within 1e-4 relative), and every strategy on 2 and 4 ranks
 #    sharing the GPU (MPI, staged through host memory) equals 1 rank on the
 #    GPU (within 1e-5: only the summation order of the reductions differs);
+#  * head size 128 (one head): fp32 within 1e-4 of the CPU, bf16 within 3%;
 #  * bf16 (the default on cuda, with the default --attention auto: cuDNN's
 #    attention where it runs, else ours): 1 rank within 3% of the fp32 GPU losses
 #    (tolerance: tests/gpu/test_cuda_model.cpp); every strategy on 2 ranks,
@@ -72,6 +73,19 @@ PY
 run cpu 1 --device cpu
 run gpu_fp32 1 --device cuda --precision fp32
 compare cpu gpu_fp32 1e-4
+# Head size 128 (one head of width 128): our CUDA-core kernels, two lanes per
+# row, in fp32 within 1e-4 of the CPU and in bf16 (ours there too, or
+# cuDNN's where auto takes it) within 3% of fp32, as at head size 32 above.
+train32=("${train[@]}")
+train=("$trainer" --config "$work/tiny.toml" --n-embd 128 --n-head 1 --steps 8)
+run cpu_hs128 1 --device cpu
+run gpu_fp32_hs128 1 --device cuda --precision fp32
+compare cpu_hs128 gpu_fp32_hs128 1e-4
+run gpu_bf16_hs128 1 --device cuda
+compare gpu_fp32_hs128 gpu_bf16_hs128 0.03 loss
+grep -q "attention: our CUDA-core kernels at head size 128\|attention auto: cudnn" "$work/gpu_bf16_hs128.log" ||
+  { echo "FAILED: the bf16 run at head size 128 does not say which attention ran"; cat "$work/gpu_bf16_hs128.log"; exit 1; }
+train=("${train32[@]}")
 if [ -n "$emulated" ]; then
   python3 - "$work/gpu_fp32.jsonl" <<'PY'
 import json, sys

@@ -17,7 +17,7 @@ using namespace detail::simt;
 
 template <typename T, int HS>
 void forward_hs(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream) {
-  detail::launch_kernel(attention_forward_kernel<T, HS>, forward_grid(s.B, s.T, s.NH), 32 * kFwdWarps, 0, stream,
+  detail::launch_kernel(attention_forward_kernel<T, HS>, forward_grid<HS>(s.B, s.T, s.NH), 32 * kFwdWarps, 0, stream,
                         out, lse, qkv, int(s.T), int(s.C), int(s.NH), 1.f / sqrtf(float(HS)));
 }
 
@@ -32,7 +32,7 @@ void delta_hs(float* delta, const T* dout, const T* out, const AttentionShape& s
 template <typename T, int HS>
 void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const float* lse, const AttentionShape& s,
                  cudaStream_t stream) {
-  const dim3 grid = backward_grid(s.B, s.T, s.NH);
+  const dim3 grid = backward_grid<HS>(s.B, s.T, s.NH);
   const float scale = 1.f / sqrtf(float(HS));
   detail::launch_kernel(attention_dkv_kernel<T, HS>, grid, 32, 0, stream, dqkv, dout, qkv, lse, delta, int(s.T),
                         int(s.C), int(s.NH), scale);
@@ -42,7 +42,16 @@ void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const
 
 void require_head_size(const AttentionShape& s) {
   if (!attention_supported(s.C / s.NH))
-    throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32 or 64)");
+    throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32, 64 or 128)");
+}
+
+// f(std::integral_constant<int, HS>{}) for the shape's head size (one of
+// attention_supported's).
+template <typename F>
+void with_head_size(int64_t hs, F&& f) {
+  if (hs == 32) return f(std::integral_constant<int, 32>{});
+  if (hs == 64) return f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, 128>{});
 }
 
 // Whether to run the tensor-core kernels on these buffers.
@@ -52,14 +61,14 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   bool ok = false;
   if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
   if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
-    throw_error("tensor-core attention needs bf16, C a multiple of 8, 16-byte aligned buffers and compute "
-                "capability >= 8.0");
+    throw_error("tensor-core attention needs bf16, head size 32 or 64, C a multiple of 8, 16-byte aligned buffers "
+                "and compute capability >= 8.0");
   return ok;
 }
 
 }  // namespace
 
-bool attention_supported(int64_t hs) { return hs == 32 || hs == 64; }
+bool attention_supported(int64_t hs) { return hs == 32 || hs == 64 || hs == 128; }
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,
@@ -70,8 +79,7 @@ void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s
       detail::attention_forward_tc(out, lse, qkv, s, stream, kernel == AttentionKernel::kTensorCoreWide);
     return;
   }
-  if (s.C / s.NH == 32) return forward_hs<T, 32>(out, lse, qkv, s, stream);
-  forward_hs<T, 64>(out, lse, qkv, s, stream);
+  with_head_size(s.C / s.NH, [&](auto hs) { forward_hs<T, decltype(hs)::value>(out, lse, qkv, s, stream); });
 }
 
 template <typename T>
@@ -81,12 +89,8 @@ void attention_backward(T* dqkv, float* scratch, int64_t scratch_floats, const T
   if (scratch_floats < attention_backward_scratch(s))
     throw_error("attention_backward: scratch of " + std::to_string(scratch_floats) + " floats, " +
                 std::to_string(attention_backward_scratch(s)) + " needed");
-  const bool hs32 = s.C / s.NH == 32;
   float* delta = scratch;
-  if (hs32)
-    delta_hs<T, 32>(delta, dout, out, s, stream);
-  else
-    delta_hs<T, 64>(delta, dout, out, s, stream);
+  with_head_size(s.C / s.NH, [&](auto hs) { delta_hs<T, decltype(hs)::value>(delta, dout, out, s, stream); });
   if (use_tensor_cores<T>(kernel, s, {dqkv, dout, qkv})) {
     if constexpr (std::is_same_v<T, bf16>) {
       const int64_t delta_floats = attention_delta_floats(s.B, s.T, s.NH);
@@ -96,8 +100,8 @@ void attention_backward(T* dqkv, float* scratch, int64_t scratch_floats, const T
     }
     return;
   }
-  if (hs32) return backward_hs<T, 32>(dqkv, delta, dout, qkv, lse, s, stream);
-  backward_hs<T, 64>(dqkv, delta, dout, qkv, lse, s, stream);
+  with_head_size(s.C / s.NH,
+                 [&](auto hs) { backward_hs<T, decltype(hs)::value>(dqkv, delta, dout, qkv, lse, s, stream); });
 }
 
 int64_t attention_decode_max_positions() { return detail::kDecodeMaxKeys; }
@@ -108,10 +112,11 @@ void attention_decode(T* out, const T* q, const T* kv, int64_t P, int64_t C, int
   if (P < 1 || P > detail::kDecodeMaxKeys)
     throw_error("attention_decode over " + std::to_string(P) + " positions: 1 to " +
                 std::to_string(detail::kDecodeMaxKeys) + " supported");
-  const int hs = int(C / NH);
-  const auto kernel = hs == 32 ? detail::attention_decode_kernel<T, 32> : detail::attention_decode_kernel<T, 64>;
-  detail::launch_kernel(kernel, dim3(unsigned(NH)), detail::kDecodeThreads, 0, stream, out, q, kv, int(P), int(C),
-                        1.f / sqrtf(float(hs)));
+  with_head_size(C / NH, [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    detail::launch_kernel(detail::attention_decode_kernel<T, HS>, dim3(unsigned(NH)), detail::kDecodeThreads, 0,
+                          stream, out, q, kv, int(P), int(C), 1.f / sqrtf(float(HS)));
+  });
 }
 
 template void attention_forward<float>(float*, float*, const float*, const AttentionShape&, cudaStream_t,
