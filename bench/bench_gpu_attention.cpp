@@ -17,8 +17,11 @@
 // 128-query tiles (forward_wide_kernel); and cuDNN's fused attention
 // (model/cuda/attention_cudnn.hpp, gpt_train --attention cudnn) where
 // cuDNN opens, else a line and "cudnn_unavailable" in the JSON saying why.
+// --head-size N splits the model's width into heads of N instead of its
+// own: at 128 (gpt2-124m's width in 6 heads) the tensor-core rows are left
+// out (their kernels take 32 and 64), so ours there is the CUDA-core kernels.
 //
-//   bench_gpu_attention [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
+//   bench_gpu_attention [--model gpt2-124m] [--head-size N] [--batch 16] [--seq 1024] [--iters 20]
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -41,7 +44,7 @@ namespace {
 using namespace gpt;
 
 struct Args : bench::Shape {
-  int iters = 20, embd = 0, heads = 0;  // embd, heads: from the model
+  int iters = 20, embd = 0, heads = 0, head_size = 0;  // embd, heads: from the model and --head-size
 };
 
 struct Timing {
@@ -102,7 +105,10 @@ Timing time_kernel(const Args& a, cuda::AttentionKernel kernel, int64_t ds_budge
 nlohmann::json run(Args& a) {
   const GPTConfig cfg = preset(a.model);
   a.embd = int(cfg.n_embd);
-  a.heads = int(cfg.n_head);
+  if (a.head_size > 0 && a.embd % a.head_size != 0)
+    throw std::runtime_error("--head-size " + std::to_string(a.head_size) + " does not divide --model " + a.model +
+                             "'s width " + std::to_string(a.embd));
+  a.heads = a.head_size > 0 ? a.embd / a.head_size : int(cfg.n_head);
   if (a.embd % a.heads != 0 || !cuda::attention_supported(a.embd / a.heads))
     throw std::runtime_error("--model " + a.model + ": head size " + std::to_string(a.embd) + " / " +
                              std::to_string(a.heads) + " is not supported on cuda (32, 64 or 128)");
@@ -139,8 +145,13 @@ nlohmann::json run(Args& a) {
               dev.c_str());
   std::printf("# %-26s %10s %10s %10s %10s %8s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "dS MiB");
   nlohmann::json cudnn_note;  // why cuDNN's row is missing, if it is
+  const bool tensor_cores = attention_tensor_core_head_size(a.embd / a.heads);
   for (const Case& c : cases) {
     const int64_t b = c.ds_budget;
+    if (c.kernel != cuda::AttentionKernel::kSimt && !c.cudnn && !tensor_cores) {
+      std::printf("  %-26s n/a: the tensor-core kernels take head sizes 32 and 64\n", c.name);
+      continue;
+    }
     if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape
       const std::string why = cuda::cudnn_attention_unavailable(cuda::AttentionShape{a.batch, a.seq, a.embd, a.heads});
       if (!why.empty()) {
@@ -160,7 +171,8 @@ nlohmann::json run(Args& a) {
   }
   nlohmann::json out = {{"bench", "attention"}, {"device", dev},    {"model", a.model},
                         {"batch", a.batch},    {"seq", a.seq},    {"embd", a.embd},
-                        {"heads", a.heads},    {"iters", a.iters}, {"results", rows}};
+                        {"heads", a.heads},    {"head_size", a.embd / a.heads}, {"iters", a.iters},
+                        {"results", rows}};
   if (!cudnn_note.is_null()) out["cudnn_unavailable"] = cudnn_note;
   else out["cudnn"] = cuda::cudnn_attention_library();
   return out;
@@ -173,6 +185,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Causal attention kernels of the CUDA backend, side by side"};
   bench::add_shape_options(app, a, false);
   app.add_option("--iters", a.iters, "timed iterations")->check(gpt::kPositiveInt);
+  app.add_option("--head-size", a.head_size, "split the model's width into heads of this size (default: the model's)")
+      ->check(gpt::kPositiveInt);
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return run(a); });
 }

@@ -7,7 +7,8 @@
 # ratios equal the tokens/s ratios. Also times our attention kernels side by
 # side (bench_gpu_attention: tensor cores vs CUDA cores) and PyTorch's fused
 # attention at the same shape (torch_gpu_attention.py: FlashAttention-2,
-# cuDNN), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
+# cuDNN), all of them again at head size 128 (the model's width in heads of
+# 128: ours on CUDA cores there, cuDNN's, PyTorch's), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
 # with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
 # (torch_gpu_gemm.py), and our step again with --recompute gelu-ln (its
 # time and memory against keeping every activation), and sampling through the
@@ -100,6 +101,10 @@ fi
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
 att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'
 att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters")" || att_torch='null'
+# The same at head size 128 (the model's width in heads of 128): ours on CUDA cores there, cuDNN's, PyTorch's.
+att128="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters" --head-size 128)" || att128='null'
+att128_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters" --head-size 128)" ||
+  att128_torch='null'
 gemm="$(json_of "$build/bench/bench_gpu_gemm" "${shape[@]}" --iters "$iters")" || gemm='null'
 printf '%s\n' "$gemm" > "$tmp/gemm.json"
 gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.json" --iters "$iters")" || gemm_torch='null'
@@ -116,6 +121,7 @@ else
 fi
 # The rows travel in the environment: the program itself comes on stdin.
 ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
+  ATTENTION128_JSON="$att128" ATTENTION128_TORCH_JSON="$att128_torch" \
   GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" SAMPLE_JSON="$sample" python3 - "$results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
 rows = [json.loads(l) for l in os.environ["ROWS_JSON"].splitlines() if l.strip()]
@@ -169,6 +175,14 @@ if gemm:
         ratio = f"{t['ms'] / vec['ms']:.2f}x" if t and vec["ms"] > 0 else "-"
         tg = f"{t['gbps']:.0f}" if t else "-"
         print(f"  {op:<8} {vec['N']:>7} {vec['OC']:>6} {vec['gbps']:>8.0f} {one['gbps']:>9.0f} {tg:>8} {ratio:>8}")
+att128 = json.loads(os.environ.get("ATTENTION128_JSON") or "null")
+att128_torch = json.loads(os.environ.get("ATTENTION128_TORCH_JSON") or "null")
+if att128:  # our attention at head size 128 is the CUDA-core kernels; --attention auto takes cuDNN's there
+    n = att128["heads"]
+    print(f"# attention at head size 128 ({n} head{'s' if n != 1 else ''} of {att128['model']}'s width), ms")
+    print(f"  {'kernel':<26} {'fwd ms':>9} {'bwd ms':>9}")
+    for r in att128["results"] + (att128_torch or {}).get("rows", []):
+        print(f"  {r['kernel']:<26} {r['fwd_ms']:>9.3f} {r['bwd_ms']:>9.3f}")
 sample = json.loads(os.environ.get("SAMPLE_JSON") or "null")
 if sample:
     print(f"# sampling: {sample['new_tokens']} greedy tokens after a prompt of {sample['prompt_tokens']}")
@@ -183,6 +197,7 @@ out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
        "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null"),
        "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null"),
+       "attention_hs128": att128, "attention_hs128_torch": att128_torch,
        "gemm": gemm, "gemm_torch": gemm_torch, "sampling": sample}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"

@@ -7,7 +7,10 @@ backward 2.5x). q, k, v are contiguous [B, NH, T, HS] tensors: the kernels
 alone, without the layout copies a model around them would add. Prints a
 table and one JSON line.
 
-  bench/torch_gpu_attention.py [--model gpt2-124m] [--batch 16] [--seq 1024] [--iters 20]
+  bench/torch_gpu_attention.py [--model gpt2-124m] [--head-size N] [--batch 16] [--seq 1024] [--iters 20]
+
+--head-size splits the model's width into heads of N instead of its own (as
+bench_gpu_attention's --head-size).
 """
 import argparse
 import json
@@ -43,8 +46,13 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--head-size", type=int, default=0, help="heads of this size (0: the model's)")
     a = ap.parse_args()
     nh, C = SHAPES[a.model]
+    if a.head_size:
+        if a.head_size < 0 or C % a.head_size:
+            ap.error(f"--head-size {a.head_size} does not divide {a.model}'s width {C}")
+        nh = C // a.head_size
     torch.manual_seed(11)
     shape = (a.batch, nh, a.seq, C // nh)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -63,7 +71,7 @@ def main():
         rows.append({"kernel": name, "fwd_ms": f, "bwd_ms": b, "fwd_tflops": ftf, "bwd_tflops": btf})
     print(json.dumps({"bench": "attention", "impl": "pytorch", "torch": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "model": a.model, "batch": a.batch, "seq": a.seq,
-                      "iters": a.iters, "rows": rows}))
+                      "heads": nh, "head_size": C // nh, "iters": a.iters, "rows": rows}))
 
 
 if __name__ == "__main__":
