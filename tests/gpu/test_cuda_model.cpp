@@ -234,28 +234,7 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsStoredBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsStoredBytes), formula(false, 0)) << "fp32 stores no score gradients";
-  {  // Head size 128 (one head): the CUDA-core kernels, which store no dS, so a budget allocates nothing.
-    GPTConfig one_head = s.cfg;
-    one_head.n_head = 1;
-    Rig r(one_head);
-    Workload w;
-    w.model = one_head;
-    w.seq_len = kT;
-    w.micro_batch = kB;
-    w.format = NumericFormat::bf16();
-    w.format.gpu = true;
-    w.attention_ds_budget = kAttentionDsStoredBytes;
-    GPTOptions opt{kB, kT};
-    opt.attention_ds_budget = kAttentionDsStoredBytes;
-    const int64_t before = r.dev_tracker.bytes(MemCategory::kActivations);
-    DeviceGPT<bf16> m(r.layout, opt, &r.alloc, &r.mm, r.stream);
-    EXPECT_EQ(r.dev_tracker.bytes(MemCategory::kActivations) - before, activation_bytes(w)) << "head size 128";
-    const int64_t with_budget = activation_bytes(w);
-    w.attention_ds_budget = 0;
-    EXPECT_EQ(with_budget, activation_bytes(w)) << "head size 128 stores no score gradients";
-  }
-  // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator and its engine's workspace instead (the
-  // H100/H200's, as cuDNN plans it: attention_ds.hpp).
+  // The planner's bf16 activation bytes on a GPU for an attention, model and shape.
   auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T,
                      int64_t budget = kAttentionDsDefaultBytes) {
     Workload w;
@@ -268,6 +247,20 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     w.attention_ds_budget = budget;
     return activation_bytes(w);
   };
+  {  // Head size 128 (one head): the CUDA-core kernels, which store no dS, so a budget allocates nothing.
+    GPTConfig one_head = s.cfg;
+    one_head.n_head = 1;
+    Rig r(one_head);
+    GPTOptions opt{kB, kT};
+    opt.attention_ds_budget = kAttentionDsStoredBytes;
+    const int64_t before = r.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<bf16> m(r.layout, opt, &r.alloc, &r.mm, r.stream);
+    const int64_t with_budget = planned(AttentionImpl::kOurs, one_head, kB, kT, kAttentionDsStoredBytes);
+    EXPECT_EQ(r.dev_tracker.bytes(MemCategory::kActivations) - before, with_budget) << "head size 128";
+    EXPECT_EQ(with_budget, planned(AttentionImpl::kOurs, one_head, kB, kT, 0)) << "head size 128 stores no dS";
+  }
+  // --attention cudnn: no stored dS; cuDNN's fp32 dQ accumulator and its engine's workspace instead (the
+  // H100/H200's, as cuDNN plans it: attention_ds.hpp).
   auto cudnn_formula = [&] { return planned(AttentionImpl::kCudnn, s.cfg, kB, kT); };
   EXPECT_EQ(cudnn_formula() - formula(true, 0), attention_cudnn_backward_data_bytes(kB, kT, s.cfg.n_embd) +
                                                     attention_cudnn_engine_bytes(kB, kT, s.cfg.n_head));
