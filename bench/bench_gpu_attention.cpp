@@ -18,8 +18,8 @@
 // (model/cuda/attention_cudnn.hpp, gpt_train --attention cudnn) where
 // cuDNN opens, else a line and "cudnn_unavailable" in the JSON saying why.
 // --head-size N splits the model's width into heads of N instead of its
-// own: at 128 (gpt2-124m's width in 6 heads) the tensor-core rows are left
-// out (their kernels take 32 and 64), so ours there is the CUDA-core kernels.
+// own (128: gpt2-124m's width in 6 heads; the wide forward's row is left
+// out there, it takes 32 and 64).
 //
 //   bench_gpu_attention [--model gpt2-124m] [--head-size N] [--batch 16] [--seq 1024] [--iters 20]
 #include <algorithm>
@@ -145,11 +145,10 @@ nlohmann::json run(Args& a) {
               dev.c_str());
   std::printf("# %-26s %10s %10s %10s %10s %8s\n", "kernel", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "dS MiB");
   nlohmann::json cudnn_note;  // why cuDNN's row is missing, if it is
-  const bool tensor_cores = attention_tensor_core_head_size(a.embd / a.heads);
   for (const Case& c : cases) {
     const int64_t b = c.ds_budget;
-    if (c.kernel != cuda::AttentionKernel::kSimt && !c.cudnn && !tensor_cores) {
-      std::printf("  %-26s n/a: the tensor-core kernels take head sizes 32 and 64\n", c.name);
+    if (c.kernel == cuda::AttentionKernel::kTensorCoreWide && a.embd / a.heads > 64) {
+      std::printf("  %-26s n/a: the wide forward takes head sizes 32 and 64\n", c.name);
       continue;
     }
     if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape

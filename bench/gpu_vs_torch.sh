@@ -8,7 +8,7 @@
 # side (bench_gpu_attention: tensor cores vs CUDA cores) and PyTorch's fused
 # attention at the same shape (torch_gpu_attention.py: FlashAttention-2,
 # cuDNN), all of them again at head size 128 (the model's width in heads of
-# 128: ours on CUDA cores there, cuDNN's, PyTorch's), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
+# 128), and every GEMM of the step at its shape (bench_gpu_gemm: cuBLASLt
 # with our epilogues, fused and unfused GELU) against PyTorch's plain GEMM
 # (torch_gpu_gemm.py), and our step again with --recompute gelu-ln (its
 # time and memory against keeping every activation), and sampling through the
@@ -101,7 +101,7 @@ fi
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
 att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'
 att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters")" || att_torch='null'
-# The same at head size 128 (the model's width in heads of 128): ours on CUDA cores there, cuDNN's, PyTorch's.
+# The same at head size 128 (the model's width in heads of 128).
 att128="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters" --head-size 128)" || att128='null'
 att128_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters" --head-size 128)" ||
   att128_torch='null'
@@ -177,7 +177,7 @@ if gemm:
         print(f"  {op:<8} {vec['N']:>7} {vec['OC']:>6} {vec['gbps']:>8.0f} {one['gbps']:>9.0f} {tg:>8} {ratio:>8}")
 att128 = json.loads(os.environ.get("ATTENTION128_JSON") or "null")
 att128_torch = json.loads(os.environ.get("ATTENTION128_TORCH_JSON") or "null")
-if att128:  # our attention at head size 128 is the CUDA-core kernels; --attention auto takes cuDNN's there
+if att128:
     n = att128["heads"]
     print(f"# attention at head size 128 ({n} head{'s' if n != 1 else ''} of {att128['model']}'s width), ms")
     print(f"  {'kernel':<26} {'fwd ms':>9} {'bwd ms':>9}")

@@ -32,11 +32,6 @@ constexpr int64_t kAttentionDsDefaultBytes = 0;
 // the default before stop 51: all of gpt2-124m's pairs at B=16 T=1024).
 constexpr int64_t kAttentionDsStoredBytes = int64_t(256) << 20;
 
-// Head sizes the tensor-core kernels take (attention_tc_kernels.cuh). The
-// CUDA-core kernels also take 128 (two lanes per row), in bf16 too, and
-// store no dS: a budget holds nothing there.
-inline bool attention_tensor_core_head_size(int64_t hs) { return hs == 32 || hs == 64; }
-
 // The tensor-core kernels' 64-row tiles of a sequence of T.
 inline int64_t attention_tiles(int64_t T) { return (T + 63) / 64; }
 

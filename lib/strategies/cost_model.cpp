@@ -161,8 +161,7 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   const bool bf16_gpu = w.format.gpu && w.format.act_bytes == 2;
-  const bool stores_ds = bf16_gpu && attention_tensor_core_head_size(C / H);  // the tensor-core kernels' dS
-  const int64_t ours = attention_backward_scratch_bytes(B, T, H, stores_ds ? w.attention_ds_budget : 0);
+  const int64_t ours = attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0);
   const int64_t cudnn = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_engine_bytes(B, T, H) +
                         attention_cudnn_backward_data_bytes(B, T, C);
   const int64_t gpu_attention = !w.format.gpu                            ? 0

@@ -912,10 +912,6 @@ struct Trainer::Impl {
       log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
            "other shapes",
            cfg.micro_batch, cfg.seq_len);
-    else if (const int64_t hs = cfg.gpt.n_embd / cfg.gpt.n_head;
-             backend && param_dtype == DType::kBF16 && !attention_tensor_core_head_size(hs))
-      log0("attention: our CUDA-core kernels at head size {} (the tensor-core ones take 32 and 64), dQ recomputed{}",
-           hs, cfg.attention_ds_budget() > 0 ? " (--attention-ds-mib does not apply)" : "");
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "

@@ -61,8 +61,10 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   bool ok = false;
   if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
   if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
-    throw_error("tensor-core attention needs bf16, head size 32 or 64, C a multiple of 8, 16-byte aligned buffers "
-                "and compute capability >= 8.0");
+    throw_error("tensor-core attention needs bf16, head size 32, 64 or 128, C a multiple of 8, 16-byte aligned "
+                "buffers and compute capability >= 8.0");
+  if (kernel == AttentionKernel::kTensorCoreWide && s.C / s.NH > 64)
+    throw_error("the wide tensor-core attention forward takes head sizes 32 and 64");
   return ok;
 }
 

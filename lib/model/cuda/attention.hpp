@@ -8,18 +8,16 @@
 // by 1/sqrt(hs). All arithmetic is fp32 whatever the storage type.
 //
 // Two implementations, both deterministic (every output element is written
-// by exactly one thread), for head sizes 32 and 64 (every GPT-2 size uses
-// 64) and, on CUDA cores only, 128 (attention_supported() says whether a
-// head size is):
+// by exactly one thread), for head sizes 32, 64 (every GPT-2 size) and 128
+// (attention_supported() says whether a head size is):
 //  - kTensorCore (attention_tc.cu, bf16 only): FlashAttention-2 structure on
 //    bf16 tensor cores with fp32 accumulation, 64-row tiles;
 //  - kSimt: CUDA cores, one lane per query row (forward, dq) or key row (dk,
 //    dv), two at head size 128, online softmax in registers, 32-row tiles
 //    (16 in the backward at 128); the fp32 path, and the reference the
 //    tensor-core kernels are tested and benchmarked against.
-// kAuto takes the tensor cores whenever they apply (bf16, head size 32 or
-// 64, C a multiple of 8, 16-byte aligned pointers, compute capability >=
-// 8.0). Their backward
+// kAuto takes the tensor cores whenever they apply (bf16, C a multiple of 8,
+// 16-byte aligned pointers, compute capability >= 8.0). Their backward
 // recomputes the probabilities for dK/dV and, unless the caller's scratch
 // holds the stored score gradients (model/attention_ds.hpp), again for dQ.
 #pragma once
@@ -38,8 +36,9 @@ struct AttentionShape {
 };
 
 // kTensorCoreWide: the tensor-core kernels with the forward on 128-query
-// tiles (attention_tc_kernels.cuh forward_wide_kernel), for measuring it
-// against the 64-query one that kAuto and kTensorCore take.
+// tiles (attention_tc_kernels.cuh forward_wide_kernel; head sizes 32 and
+// 64), for measuring it against the 64-query one that kAuto and kTensorCore
+// take.
 enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
 
 bool attention_supported(int64_t head_size);

@@ -32,8 +32,9 @@ void launch(int smem, dim3 grid, cudaStream_t stream, Args... args) {
 template <int HS>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream, bool wide) {
   const float scale = 1.f / sqrtf(float(HS));
-  if (wide)
-    return launch<forward_wide_kernel<HS>>(forward_wide_smem<HS>(), wide_grid(s.B, s.T, s.NH), stream, out, lse, qkv,
+  if constexpr (HS <= 64)  // the wide forward's two m-tiles per warp would not fit the registers at 128
+    if (wide)
+      return launch<forward_wide_kernel<HS>>(forward_wide_smem<HS>(), wide_grid(s.B, s.T, s.NH), stream, out, lse, qkv,
                                            int(s.T), int(s.C), int(s.NH), scale);
   launch<forward_kernel<HS>>(forward_smem<HS>(), tile_grid(s.B, s.T, s.NH), stream, out, lse, qkv, int(s.T),
                              int(s.C), int(s.NH), scale);
@@ -69,7 +70,7 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
 
 bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs) {
   const int64_t hs = s.C / s.NH;
-  if ((hs != 32 && hs != 64) || s.C % 8 != 0) return false;
+  if (!attention_supported(hs) || s.C % 8 != 0) return false;
   for (int k = 0; k < nptrs; ++k)
     if (reinterpret_cast<uintptr_t>(ptrs[k]) % 16 != 0) return false;
   int device = 0, major = 0;
@@ -81,13 +82,15 @@ bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, 
 void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
                           bool wide) {
   if (s.C / s.NH == 32) return forward_hs<32>(out, lse, qkv, s, stream, wide);
-  forward_hs<64>(out, lse, qkv, s, stream, wide);
+  if (s.C / s.NH == 64) return forward_hs<64>(out, lse, qkv, s, stream, wide);
+  forward_hs<128>(out, lse, qkv, s, stream, wide);
 }
 
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
                            const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
   if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
-  backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  if (s.C / s.NH == 64) return backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  backward_hs<128>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
 }
 
 }  // namespace gpt::cuda::detail

@@ -17,7 +17,7 @@
 
 namespace gpt::cuda::detail {
 
-// bf16 storage, head size 32 or 64, C a multiple of 8 and every pointer
+// bf16 storage, head size 32, 64 or 128, C a multiple of 8 and every pointer
 // 16-byte aligned (the kernels move 16-byte vectors), device of compute
 // capability 8.0 or newer.
 bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs);

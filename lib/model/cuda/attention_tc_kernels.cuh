@@ -55,8 +55,8 @@ constexpr int kKeyBlocks = kTileRows / 8;  // 8-column score fragments per warp 
 
 // bf16 64 x HS tiles with rows padded by 8 elements (16 bytes): the 8 rows
 // one ldmatrix phase reads then start on distinct 4-bank groups (row stride
-// 36 words for HS = 64, 20 for HS = 32), so fragment loads are free of bank
-// conflicts.
+// 36 words for HS = 64, 20 for HS = 32, 68 for HS = 128), so fragment loads
+// are free of bank conflicts.
 template <int HS>
 constexpr int kLd = HS + 8;
 template <int HS>
@@ -126,7 +126,8 @@ struct Place {
 // Copy e of a tile (0 <= e < 64 * HS / 8) fills this row and 16-byte chunk.
 // A quarter warp's eight 16-byte stores are one shared-memory wavefront when
 // they land on distinct 4-bank groups ((byte offset / 16) mod 8). At HS = 64
-// a quarter fills one padded row: eight consecutive groups. At HS = 32 it
+// a quarter fills one padded row: eight consecutive groups; at HS = 128 half
+// of one, likewise. At HS = 32 it
 // fills two rows, whose starts are 5 groups apart per row (80-byte rows):
 // adjacent rows r, r + 1 would share a group (two wavefronts), rows r and
 // r + 4 take groups 5r..5r+3 and 5r+4..5r+7 mod 8, disjoint. The emulator
@@ -136,10 +137,12 @@ struct TileChunk {
 };
 template <int HS>
 __device__ __forceinline__ TileChunk tile_chunk(int e) {
-  if constexpr (HS == 64) {
+  if constexpr (HS == 128) {  // a quarter fills half a padded row: eight consecutive groups
+    return {e / 16, e % 16};
+  } else if constexpr (HS == 64) {
     return {e / 8, e % 8};
   } else {
-    static_assert(HS == 32, "head sizes 32 and 64");
+    static_assert(HS == 32, "head sizes 32, 64 and 128");
     const int j = e % 8;  // lane within the quarter warp
     return {e / 32 * 8 + e / 8 % 4 + 4 * (j / 4), j % 4};
   }
@@ -283,6 +286,33 @@ __device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32
                           reinterpret_cast<const uint32_t(&)[1][kK][4]>(p), rows, k_first, last);
 }
 
+// scores() with the A fragments read from this warp's 16 rows of a shared
+// tile (a_rows) as each is needed, not held in registers: for the dK/dV
+// kernel at head size 128, whose dK and dV accumulators (128 registers)
+// leave no room for V's fragments too. One ldmatrix more per 16 columns of
+// the head than scores() issues, feeding the kN / 2 pairs of products.
+template <int HS, int kN>
+__device__ __forceinline__ void scores_a_shared(float (&s)[kN][4], const bf16* a_rows, const bf16* rows, int n_first,
+                                                int n_last) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+#pragma unroll
+  for (int k = 0; k < HS / 16; ++k) {
+    uint32_t a[4];
+    mma::load_a(a, a_rows + k * 16, kLd<HS>);
+#pragma unroll
+    for (int n = 0; n < kN; n += 2) {
+      if (n + 1 < n_first || n > n_last) continue;
+      uint32_t b[2][2];
+      mma::load_b_col(b, rows + n * 8 * kLd<HS> + k * 16, kLd<HS>);
+      mma::mma(s[n], a, b[0]);
+      mma::mma(s[n + 1], a, b[1]);
+    }
+  }
+}
+
 // The A fragments of this warp's 16 rows (row0 within the tile) of a tile.
 template <int HS>
 __device__ __forceinline__ void load_rows(uint32_t (&a)[HS / 16][4], const bf16* tile, int row0) {
@@ -407,8 +437,12 @@ __device__ __forceinline__ void finish_rows(bf16* out, float* lse, const float (
 }
 
 // 4 blocks per SM (128 registers; unbounded, ptxas takes 133 and 3 fit).
+// At head size 128 (O and Q's fragments twice the size) 2: 255 registers,
+// and the 85 KiB of shared memory hold no more than 2 on an H100.
 template <int HS>
-__global__ void __launch_bounds__(kThreads, 4)
+constexpr int kFwdMinBlocks = HS > 64 ? 2 : 4;
+template <int HS>
+__global__ void __launch_bounds__(kThreads, kFwdMinBlocks<HS>)
     forward_kernel(bf16* out, float* lse, const bf16* qkv, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* qs = reinterpret_cast<bf16*>(dynamic_smem());
@@ -558,6 +592,11 @@ constexpr int kDkvMinBlocks = 2;
 #else
 constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 #endif
+// At head size 128, 2 everywhere: the 103 KiB of shared memory hold no more
+// than 2 on an H100, and dK, dV (16 x 128 fp32 each per warp) take 128
+// registers alone.
+template <int HS>
+constexpr int kDkvMinBlocksFor = HS > 64 ? 2 : kDkvMinBlocks;
 
 // dK, dV for the 64 keys [j0, j0 + 64) of one (b, h); query tiles from j0
 // (the diagonal tile) to the end. Per query tile, with this warp's 16 keys
@@ -567,7 +606,7 @@ constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 // kStoreDs: dS^T's tiles also go to ds (ds_row_offset's layout; the launch
 // covers pairs bh0 + blockIdx.y), for dq_from_ds_kernel.
 template <int HS, bool kStoreDs = false>
-__global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
+__global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
     dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int Tn, int C,
                int NH, float scale, bf16* ds = nullptr, int bh0 = 0) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -578,7 +617,12 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
   // kStoreDs: tile (i, j) of the stored dS^T is at this pointer + i (i + 1) / 2 tiles; kept in shared memory
   // and read (volatile) at each store, so that no register holds it through the loop.
   bf16** ds_base_s = reinterpret_cast<bf16**>(rows_s + 4 * kTileRows);
-  if (kStoreDs && threadIdx.x == 0) *ds_base_s = ds + ds_row_offset(Tn, 0) + int64_t(blockIdx.x) * kDsTileElems;
+  // At head size 128 the kernel without stores is this code too, the stores skipped where ds is null: ptxas
+  // (CUDA 13.0) keeps it within 255 registers so, and spills 4 to 36 bytes for every other form tried.
+  constexpr bool kStoreCode = kStoreDs || HS > 64;
+  const bool store = kStoreDs || ds != nullptr;
+  if (kStoreCode && store && threadIdx.x == 0)
+    *ds_base_s = ds + ds_row_offset(Tn, 0) + int64_t(blockIdx.x) * kDsTileElems;
   const Place at(qkv, dout, Tn, C, NH, HS, bh0);
   const int warp = at.warp, g = at.g, t = at.t;
   const int j0 = blockIdx.x * kTileRows;  // block 0 has the most query tiles
@@ -600,9 +644,14 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
   cp_async_commit();
   load_qdo(0, j0);
   tile_ready(true);  // K, V
-  uint32_t ka[HS / 16][4], va[HS / 16][4];
-  load_rows<HS>(ka, ks, warp * 16);
-  load_rows<HS>(va, vs, warp * 16);
+  // K's and V's A fragments for this warp's keys, in registers (at head size 128 read from the shared
+  // tiles as they are needed: scores_a_shared).
+  constexpr bool kShared = HS > 64;
+  uint32_t ka[kShared ? 1 : HS / 16][4], va[kShared ? 1 : HS / 16][4];
+  if constexpr (!kShared) {
+    load_rows<HS>(ka, ks, warp * 16);
+    load_rows<HS>(va, vs, warp * 16);
+  }
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   // Of query tile i0 (buffer b), the kN 8-query blocks from n0 (queries 8 n0 ..): probabilities and score
   // gradients, packed to bf16 A fragments for their kN / 2 16-query blocks, multiplied into dV and dK, and
@@ -615,8 +664,13 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
     // On the diagonal tile, queries before the warp's first key see none of its keys (skipped).
     const int n_first = kDiagonal ? 2 * warp - n0 : 0;
     float st[kN][4], dpt[kN][4];
-    scores<HS, kN>(st, ka, qs, n_first, kN - 1);
-    scores<HS, kN>(dpt, va, dos, n_first, kN - 1);
+    if constexpr (kShared) {
+      scores_a_shared<HS, kN>(st, ks + warp * 16 * kLd<HS>, qs, n_first, kN - 1);
+      scores_a_shared<HS, kN>(dpt, vs + warp * 16 * kLd<HS>, dos, n_first, kN - 1);
+    } else {
+      scores<HS, kN>(st, reinterpret_cast<const uint32_t(&)[HS / 16][4]>(ka), qs, n_first, kN - 1);
+      scores<HS, kN>(dpt, reinterpret_cast<const uint32_t(&)[HS / 16][4]>(va), dos, n_first, kN - 1);
+    }
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       const float2 nl = row_pair(nlse_s, n, t), dl = row_pair(delta_s, n, t);
@@ -638,7 +692,7 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
     const int k_first = kDiagonal ? warp - n0 / 2 : 0;
     accumulate<HS, kK>(dv, pa, dos, k_first, kK - 1);
     accumulate<HS, kK>(dk, dsa, qs, k_first, kK - 1);
-    if constexpr (kStoreDs) {
+    if (kStoreCode && store) {
       const int i = i0 / kTileRows;
       bf16* tile = *reinterpret_cast<bf16* volatile*>(ds_base_s) + int64_t(i) * (i + 1) / 2 * kDsTileElems;
 #pragma unroll
@@ -648,11 +702,12 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocks)
   auto tile = [&](auto diagonal, int i0, int b) {
     stream_step(b, i0, Tn, load_qdo);
     using Zero = std::integral_constant<int, 0>;
-    if constexpr (!kStoreDs) {
+    if constexpr (!kStoreDs && HS <= 64) {
       queries(diagonal, Zero{}, std::integral_constant<int, kKeyBlocks>{}, i0, b);
     } else {
       // Half the queries at a time: 32 queries' score blocks live at once instead of 64. Whole tiles spilled
-      // at 168 registers with the stores (4 to 124 bytes, by where they went), halves do not.
+      // at 168 registers with the stores (4 to 124 bytes, by where they went), halves do not; nor at head
+      // size 128, where dK and dV alone take 128 registers.
       using Half = std::integral_constant<int, kKeyBlocks / 2>;
       queries(diagonal, Zero{}, Half{}, i0, b);
       queries(diagonal, Half{}, Half{}, i0, b);

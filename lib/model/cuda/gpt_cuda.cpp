@@ -47,12 +47,9 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   dsmall_ = DeviceBuffer<T>(N * C, A, alloc);
   const auto S = MemCategory::kScratch;
   ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
-  // The attention backward's delta rows and, in bf16 on tensor cores, its
-  // stored score gradients (activations, as the planner counts them:
-  // cost_model.cpp).
-  const bool stores_ds =
-      std::is_same_v<T, bf16> && !opt_.attention_cudnn && attention_tensor_core_head_size(C / c.n_head);
-  const int64_t ds_budget = stores_ds ? opt_.attention_ds_budget : 0;
+  // The attention backward's delta rows and, in bf16, its stored score
+  // gradients (activations, as the planner counts them: cost_model.cpp).
+  const int64_t ds_budget = std::is_same_v<T, bf16> && !opt_.attention_cudnn ? opt_.attention_ds_budget : 0;
   const AttentionShape full{opt_.max_batch, opt_.max_seq, C, c.n_head};
   att_scratch_ = DeviceBuffer<float>(size_t(attention_backward_scratch(full, ds_budget)), A, alloc);
   // cuDNN's attention: its workspace (the engine's own and the backward's
