@@ -32,10 +32,12 @@ void launch(int smem, dim3 grid, cudaStream_t stream, Args... args) {
 template <int HS>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream, bool wide) {
   const float scale = 1.f / sqrtf(float(HS));
-  if constexpr (HS <= 64)  // the wide forward's two m-tiles per warp would not fit the registers at 128
+  // The wide forward's two m-tiles per warp would not fit the registers at head size 128 (attention.cu
+  // refuses it there).
+  if constexpr (HS <= 64)
     if (wide)
-      return launch<forward_wide_kernel<HS>>(forward_wide_smem<HS>(), wide_grid(s.B, s.T, s.NH), stream, out, lse, qkv,
-                                           int(s.T), int(s.C), int(s.NH), scale);
+      return launch<forward_wide_kernel<HS>>(forward_wide_smem<HS>(), wide_grid(s.B, s.T, s.NH), stream, out, lse,
+                                             qkv, int(s.T), int(s.C), int(s.NH), scale);
   launch<forward_kernel<HS>>(forward_smem<HS>(), tile_grid(s.B, s.T, s.NH), stream, out, lse, qkv, int(s.T),
                              int(s.C), int(s.NH), scale);
 }

@@ -289,8 +289,9 @@ __device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32
 // scores() with the A fragments read from this warp's 16 rows of a shared
 // tile (a_rows) as each is needed, not held in registers: for the dK/dV
 // kernel at head size 128, whose dK and dV accumulators (128 registers)
-// leave no room for V's fragments too. One ldmatrix more per 16 columns of
-// the head than scores() issues, feeding the kN / 2 pairs of products.
+// leave no room for K's and V's fragments (64 more). One ldmatrix more per
+// 16 columns of the head than scores() issues, feeding the kN / 2 pairs of
+// products.
 template <int HS, int kN>
 __device__ __forceinline__ void scores_a_shared(float (&s)[kN][4], const bf16* a_rows, const bf16* rows, int n_first,
                                                 int n_last) {
