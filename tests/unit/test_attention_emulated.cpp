@@ -241,7 +241,8 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 
 // T = 75: a partial second tile; 200: several tiles streamed (the last
 // partial); 64: exactly one tensor-core tile; head sizes 64 and 32. Also
-// head size 128, but for the wide forward (which takes 32 and 64): T = 75
+// head size 128, for every family but the wide forward (which takes 32 and
+// 64): T = 75
 // streams a second tile, and on CUDA cores (two lanes per row,
 // kLanesPerRow) ends in a partial warp of query rows and leaves the
 // forward's last block three warps with none, so the grouped lanes' sums

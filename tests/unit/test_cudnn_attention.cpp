@@ -138,8 +138,8 @@ TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100A100AndB200) {
 
 TEST(CudnnAttention, SmallShapesPlanOnH100) {
   SKIP_UNLESS_AVAILABLE();
-  // tiny (head size 32), an odd length with head size 64, and head size 128 (where our attention has only its
-  // CUDA-core kernels, so auto's choice of cuDNN is what makes it fast): small, and gpt2-124m's width in 6 heads.
+  // tiny (head size 32), an odd length with head size 64, and head size 128: small, and gpt2-124m's width in 6
+  // heads.
   for (const AttentionShape& s : {AttentionShape{2, 64, 128, 4}, AttentionShape{3, 100, 256, 4},
                                   AttentionShape{2, 64, 256, 2}, AttentionShape{4, 1024, 768, 6}}) {
     SCOPED_TRACE("T=" + std::to_string(s.T) + " C=" + std::to_string(s.C));

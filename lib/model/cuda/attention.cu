@@ -14,6 +14,7 @@ namespace gpt::cuda {
 namespace {
 
 using namespace detail::simt;
+using detail::with_head_size;
 
 template <typename T, int HS>
 void forward_hs(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream) {
@@ -43,15 +44,6 @@ void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const
 void require_head_size(const AttentionShape& s) {
   if (!attention_supported(s.C / s.NH))
     throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32, 64 or 128)");
-}
-
-// f(std::integral_constant<int, HS>{}) for the shape's head size (one of
-// attention_supported's).
-template <typename F>
-void with_head_size(int64_t hs, F&& f) {
-  if (hs == 32) return f(std::integral_constant<int, 32>{});
-  if (hs == 64) return f(std::integral_constant<int, 64>{});
-  f(std::integral_constant<int, 128>{});
 }
 
 // Whether to run the tensor-core kernels on these buffers.

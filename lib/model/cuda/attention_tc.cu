@@ -83,16 +83,14 @@ bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, 
 
 void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
                           bool wide) {
-  if (s.C / s.NH == 32) return forward_hs<32>(out, lse, qkv, s, stream, wide);
-  if (s.C / s.NH == 64) return forward_hs<64>(out, lse, qkv, s, stream, wide);
-  forward_hs<128>(out, lse, qkv, s, stream, wide);
+  with_head_size(s.C / s.NH, [&](auto hs) { forward_hs<decltype(hs)::value>(out, lse, qkv, s, stream, wide); });
 }
 
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
                            const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
-  if (s.C / s.NH == 32) return backward_hs<32>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
-  if (s.C / s.NH == 64) return backward_hs<64>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
-  backward_hs<128>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  with_head_size(s.C / s.NH, [&](auto hs) {
+    backward_hs<decltype(hs)::value>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  });
 }
 
 }  // namespace gpt::cuda::detail

@@ -12,10 +12,23 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "model/cuda/attention.hpp"
 #include "model/cuda/types.hpp"
 
 namespace gpt::cuda::detail {
+
+// f(std::integral_constant<int, HS>{}) for a head size attention_supported()
+// takes: the launchers' one dispatch from a run-time head size to kernels
+// compiled for it (attention.cu, attention_tc.cu).
+template <typename F>
+void with_head_size(int64_t hs, F&& f) {
+  if (hs == 32) return f(std::integral_constant<int, 32>{});
+  if (hs == 64) return f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, 128>{});
+}
 
 // bf16 storage, head size 32, 64 or 128, C a multiple of 8 and every pointer
 // 16-byte aligned (the kernels move 16-byte vectors), device of compute
