@@ -5,6 +5,7 @@
 #    sharing the GPU (MPI, staged through host memory) equals 1 rank on the
 #    GPU (within 1e-5: only the summation order of the reductions differs);
 #  * head size 128 (one head): fp32 within 1e-4 of the CPU, bf16 within 3%;
+#    head size 96 ends both ranks with one line naming the sizes taken;
 #  * bf16 (the default on cuda, with the default --attention auto: cuDNN's
 #    attention where it runs, else ours): 1 rank within 3% of the fp32 GPU losses
 #    (tolerance: tests/gpu/test_cuda_model.cpp); every strategy on 2 ranks,
@@ -84,6 +85,13 @@ compare cpu_hs128 gpu_fp32_hs128 1e-4
 run gpu_bf16_hs128 1 --device cuda
 compare gpu_fp32_hs128 gpu_bf16_hs128 0.03 loss
 train=("${train32[@]}")
+# A head size the backend does not take (96): one line naming it and the ones it takes, and 2 ranks end.
+if out="$("$mpirun" -np 2 "$trainer" --config "$work/tiny.toml" --n-embd 96 --n-head 1 --steps 1 --device cuda 2>&1)"
+then
+  echo "FAILED: head size 96 ran on cuda"; echo "$out"; exit 1
+fi
+grep -q "^error: invalid model for --device cuda: head size n_embd / n_head = 96 (supported: 32, 64, 128)$" <<<"$out" ||
+  { echo "FAILED: head size 96 on cuda"; echo "$out"; exit 1; }
 if [ -n "$emulated" ]; then
   python3 - "$work/gpu_fp32.jsonl" <<'PY'
 import json, sys
