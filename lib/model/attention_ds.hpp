@@ -103,9 +103,11 @@ inline int64_t attention_cudnn_backward_data_bytes(int64_t B, int64_t T, int64_t
   return attention_cudnn_aligned(4 * B * T * C);
 }
 // The engine's own workspace, the larger of the two directions', on an H100
-// or H200, as cuDNN 9.19 plans its sm90 flash kernels: the size of the
-// backward's fp32 softmax sums [B, NH, T] (virtual in our graph, so the
-// engine keeps them), and 256 bytes more (the forward asks for 256). Only
+// or H200, as cuDNN 9.19 plans its sm90 flash kernels and the backend
+// allocates it (rounded up to 256 bytes): the size of the backward's fp32
+// softmax sums [B, NH, T] (virtual in our graph, so the engine keeps them;
+// cuDNN aligns them to 128 bytes), and 256 bytes more (the forward asks for
+// 256). Only
 // cuDNN knows it; tests/unit/test_cudnn_attention.cpp has it plan the
 // kernels without a GPU and checks this. A B200's sm100 kernels at the
 // GPT-2 presets' shapes ask for no more (the backward 128 bytes less). An

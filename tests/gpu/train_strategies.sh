@@ -85,13 +85,13 @@ compare cpu_hs128 gpu_fp32_hs128 1e-4
 run gpu_bf16_hs128 1 --device cuda
 compare gpu_fp32_hs128 gpu_bf16_hs128 0.03 loss
 train=("${train32[@]}")
-# A head size the backend does not take (96): one line naming it and the ones it takes, and 2 ranks end.
-if out="$("$mpirun" -np 2 "$trainer" --config "$work/tiny.toml" --n-embd 96 --n-head 1 --steps 1 --device cuda 2>&1)"
+# A head size the backend does not take (48): one line naming it and the ones it takes, and 2 ranks end.
+if out="$("$mpirun" -np 2 "$trainer" --config "$work/tiny.toml" --n-embd 96 --n-head 2 --steps 1 --device cuda 2>&1)"
 then
-  echo "FAILED: head size 96 ran on cuda"; echo "$out"; exit 1
+  echo "FAILED: head size 48 ran on cuda"; echo "$out"; exit 1
 fi
-grep -q "^error: invalid model for --device cuda: head size n_embd / n_head = 96 (supported: 32, 64, 128)$" <<<"$out" ||
-  { echo "FAILED: head size 96 on cuda"; echo "$out"; exit 1; }
+grep -q "^error: invalid model for --device cuda: head size n_embd / n_head = 48 (supported: 32, 64, 80, 96, 128)$" \
+  <<<"$out" || { echo "FAILED: head size 48 on cuda"; echo "$out"; exit 1; }
 if [ -n "$emulated" ]; then
   python3 - "$work/gpu_fp32.jsonl" <<'PY'
 import json, sys

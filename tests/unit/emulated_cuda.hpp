@@ -298,7 +298,7 @@ inline void require_shared16(const unsigned char* p, const char* what) {
 // Shared memory bank conflicts of cp.async's 16-byte stores, counted over
 // every launch since the last reset_cp_async_stats(). The n-th copies of a
 // warp's threads are one instruction (the kernels' copy loops are uniform
-// across a warp); a 16-byte access is served a quarter warp (8 lanes, 128
+// across a warp; a lane that skips a copy says so, cp_async_zero_16); a 16-byte access is served a quarter warp (8 lanes, 128
 // bytes) per wavefront, conflict-free when the quarter's distinct
 // destinations fall on distinct 4-bank groups ((offset / 16) mod 8), else in
 // as many wavefronts as the most crowded group holds.
@@ -596,6 +596,12 @@ inline void cp_async_16(void* dst, const void* src) {
   block_state().copy_stores.push_back({t_linear_tid, this_thread().copies_issued++, unsigned(d - g_smem)});
   std::memset(d, 0xFF, 16);  // undefined until the wait: a read before it gets NaN
   this_thread().open_group.push_back(c);
+}
+// A lane's skipped copy (cp_async.cuh cp_async_zero_16): an ordinary store
+// that takes the place of the thread's next copy in the count.
+inline void cp_async_zero_16(void* dst) {
+  std::memset(dst, 0, 16);
+  ++this_thread().copies_issued;
 }
 inline void cp_async_commit() {
   Fiber& f = this_thread();

@@ -152,7 +152,7 @@ void check(const Case& k) {
 
   // The tensor-core kernels' padded tiles make every ldmatrix conflict-free
   // (attention_tc_kernels.cuh, kLd): one wavefront per 8 x 8 matrix; and
-  // the order the tile loads give rows to lanes (tile_chunk) makes every
+  // the order the tile loads give rows to lanes (segment_chunk) makes every
   // cp.async store conflict-free: one wavefront per quarter warp.
   auto expect_no_bank_conflicts = [&](const char* pass) {
     if (!tensor_cores(k.family)) return;
@@ -226,6 +226,8 @@ void check_hs(const Case& k) {
   switch (k.C / k.NH) {
     case 32: return check<T, 32>(k);
     case 64: return check<T, 64>(k);
+    case 80: return check<T, 80>(k);
+    case 96: return check<T, 96>(k);
     case 128: return check<T, 128>(k);
     default: FAIL() << "head size " << k.C / k.NH;
   }
@@ -241,8 +243,9 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 
 // T = 75: a partial second tile; 200: several tiles streamed (the last
 // partial); 64: exactly one tensor-core tile; head sizes 64 and 32. Also
-// head size 128, for every family but the wide forward (which takes 32 and
-// 64): T = 75
+// head sizes 80, 96 and 128, for every family but the wide forward (which
+// takes 32 and 64): their rows are 10, 12 and 16 16-byte chunks, loaded by
+// segments of 8 + 2, 8 + 4 and 16 (load_tile). At 128 T = 75
 // streams a second tile, and on CUDA cores (two lanes per row,
 // kLanesPerRow) ends in a partial warp of query rows and leaves the
 // forward's last block three warps with none, so the grouped lanes' sums
@@ -254,7 +257,9 @@ std::vector<Case> cases() {
     for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
       all.push_back(shape);
     if (f != Family::kTensorCoreWideBf16)
-      for (Case shape : {Case{f, 2, 75, 256, 2}, Case{f, 1, 200, 256, 2}, Case{f, 1, 40, 128, 1}}) all.push_back(shape);
+      for (Case shape : {Case{f, 2, 75, 256, 2}, Case{f, 1, 200, 256, 2}, Case{f, 1, 40, 128, 1}, Case{f, 2, 75, 192, 2},
+                         Case{f, 1, 200, 96, 1}, Case{f, 1, 75, 160, 2}, Case{f, 1, 200, 80, 1}})
+        all.push_back(shape);
   }
   return all;
 }

@@ -139,15 +139,22 @@ TEST(CudnnAttention, Gpt2ShapePlansTheFlashKernelsOfH100A100AndB200) {
 TEST(CudnnAttention, SmallShapesPlanOnH100) {
   SKIP_UNLESS_AVAILABLE();
   // tiny (head size 32), an odd length with head size 64, and head size 128: small, and gpt2-124m's width in 6
-  // heads.
-  for (const AttentionShape& s : {AttentionShape{2, 64, 128, 4}, AttentionShape{3, 100, 256, 4},
-                                  AttentionShape{2, 64, 256, 2}, AttentionShape{4, 1024, 768, 6}}) {
-    SCOPED_TRACE("T=" + std::to_string(s.T) + " C=" + std::to_string(s.C));
+  // heads; head sizes 96 (gpt2-124m's width in 8 heads) and 80; and shapes whose softmax sums (4 B NH T bytes)
+  // are not a multiple of 256 bytes: cuDNN's ask aligns them to 128 (1600 -> 1664 bytes, + 256), the
+  // backend's allocation rounds that up to 256 (attention_cudnn_backward_workspace), which the planner counts.
+  for (const AttentionShape& s :
+       {AttentionShape{2, 64, 128, 4}, AttentionShape{3, 100, 256, 4}, AttentionShape{2, 64, 256, 2},
+        AttentionShape{4, 1024, 768, 6}, AttentionShape{4, 1024, 768, 8}, AttentionShape{2, 100, 160, 2},
+        AttentionShape{1, 72, 80, 1}, AttentionShape{3, 72, 128, 4}}) {
+    SCOPED_TRACE("T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) + " NH=" + std::to_string(s.NH));
     const Planned forward = plan(s, false, kH100, "H100"), backward = plan(s, true, kH100, "H100");
     EXPECT_NE(forward.kernel.find("sm90"), std::string::npos) << forward.kernel;
     EXPECT_NE(backward.kernel.find("sm90"), std::string::npos) << backward.kernel;
+    const int64_t sums = 4 * s.B * s.NH * s.T;
     EXPECT_LE(forward.plan.engine_workspace, gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH));
-    EXPECT_EQ(backward.plan.engine_workspace, gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH));
+    EXPECT_EQ(backward.plan.engine_workspace, (sums + 127) / 128 * 128 + gpt::kAttentionCudnnAlign);
+    EXPECT_EQ(gpt::attention_cudnn_aligned(backward.plan.engine_workspace),
+              gpt::attention_cudnn_engine_bytes(s.B, s.T, s.NH));
   }
 }
 

@@ -43,7 +43,8 @@ void backward_hs(T* dqkv, const float* delta, const T* dout, const T* qkv, const
 
 void require_head_size(const AttentionShape& s) {
   if (!attention_supported(s.C / s.NH))
-    throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (32, 64 or 128)");
+    throw_error("attention head size " + std::to_string(s.C / s.NH) + " is not supported on cuda (" +
+                attention_head_sizes() + ")");
 }
 
 // Whether to run the tensor-core kernels on these buffers.
@@ -53,8 +54,8 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   bool ok = false;
   if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
   if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
-    throw_error("tensor-core attention needs bf16, head size 32, 64 or 128, C a multiple of 8, 16-byte aligned "
-                "buffers and compute capability >= 8.0");
+    throw_error("tensor-core attention needs bf16, head size " + attention_head_sizes() +
+                ", C a multiple of 8, 16-byte aligned buffers and compute capability >= 8.0");
   if (kernel == AttentionKernel::kTensorCoreWide && s.C / s.NH > 64)
     throw_error("the wide tensor-core attention forward takes head sizes 32 and 64");
   return ok;
@@ -62,7 +63,10 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
 
 }  // namespace
 
-bool attention_supported(int64_t hs) { return hs == 32 || hs == 64 || hs == 128; }
+// Each needs its kernels compiled (detail::with_head_size): the tensor-core
+// tiles take multiples of 16, the CUDA-core kernels up to 64 elements a lane.
+bool attention_supported(int64_t hs) { return hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128; }
+std::string attention_head_sizes() { return "32, 64, 80, 96, 128"; }
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,

@@ -8,13 +8,13 @@
 // by 1/sqrt(hs). All arithmetic is fp32 whatever the storage type.
 //
 // Two implementations, both deterministic (every output element is written
-// by exactly one thread), for head sizes 32, 64 (every GPT-2 size) and 128
-// (attention_supported() says whether a head size is):
+// by exactly one thread), for head sizes 32, 64 (every GPT-2 size), 80, 96
+// and 128 (attention_supported() says whether a head size is):
 //  - kTensorCore (attention_tc.cu, bf16 only): FlashAttention-2 structure on
 //    bf16 tensor cores with fp32 accumulation, 64-row tiles;
 //  - kSimt: CUDA cores, one lane per query row (forward, dq) or key row (dk,
-//    dv), two at head size 128, online softmax in registers, 32-row tiles
-//    (16 in the backward at 128); the fp32 path, and the reference the
+//    dv), two above head size 64, online softmax in registers, 32-row tiles
+//    (16 in the backward above 64); the fp32 path, and the reference the
 //    tensor-core kernels are tested and benchmarked against.
 // kAuto takes the tensor cores whenever they apply (bf16, C a multiple of 8,
 // 16-byte aligned pointers, compute capability >= 8.0). Their backward
@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "model/attention_ds.hpp"
 #include "model/cuda/types.hpp"
@@ -42,6 +43,8 @@ struct AttentionShape {
 enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
 
 bool attention_supported(int64_t head_size);
+// The head sizes attention_supported() takes, for messages: "32, 64, 80, 96, 128".
+std::string attention_head_sizes();
 
 // out[B, T, C]; lse[B, NH, T] saved for backward. kTensorCore where it does
 // not apply is an error.

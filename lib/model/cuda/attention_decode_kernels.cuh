@@ -19,13 +19,14 @@ constexpr int kDecodeMaxKeys = 4096;
 // q: the new position's queries (qkv's first C columns); kv[P, 2C]: keys
 // then values, as qkv's k | v columns. Block: one head. The scores go to
 // shared memory, their max and sum through block reductions; each output
-// element is summed by kDecodeThreads / HS groups of threads over strided
-// keys, and the groups' partial sums are added in group order: the result
-// does not depend on scheduling.
+// element is summed by kDecodeThreads / HS groups of threads (one at head
+// sizes 80 and 96, whose other threads then wait) over strided keys, and the
+// groups' partial sums are added in group order: the result does not depend
+// on scheduling.
 template <typename T, int HS>
 __global__ void __launch_bounds__(kDecodeThreads)
     attention_decode_kernel(T* out, const T* q, const T* kv, int P, int C, float scale) {
-  static_assert(kDecodeThreads % HS == 0, "whole groups of HS threads");
+  static_assert(HS <= kDecodeThreads, "a group of HS threads");
   constexpr int kGroups = kDecodeThreads / HS;
   __shared__ float qs[HS];
   __shared__ float sc[kDecodeMaxKeys];
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   sum = block_sum(sum);  // its barriers also publish every thread's sc[]
   const int d = tid % HS, g = tid / HS;
   float acc = 0.f;
-  for (int j = g; j < P; j += kGroups) acc += sc[j] * f32(v[j * stride + d]);
+  if (g < kGroups)
+    for (int j = g; j < P; j += kGroups) acc += sc[j] * f32(v[j * stride + d]);
   partial[tid] = acc;
   __syncthreads();
   if (g != 0) return;

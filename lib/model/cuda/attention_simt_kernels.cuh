@@ -15,15 +15,19 @@ constexpr int kTile = 32;        // forward: keys per streamed tile
 constexpr int kFwdWarps = 4;     // forward: query tiles per block, sharing each key/value tile
 
 // Lanes per row (a query row in the forward and dQ, a key row in dK/dV):
-// one up to head size 64, HS / 64 above it, so that no lane holds more than
-// 64 of a row's elements in registers (the kernels keep two such arrays).
+// one up to head size 64, two above it (80, 96, 128), so that no lane holds
+// more than 64 of a row's elements in registers (the kernels keep two such
+// arrays).
 // Lane `part` of a row's group holds its elements d = k * G + part (k <
 // HS / G): interleaved, so the group's lanes read adjacent words of a
 // shared row. A score is the sum of the group's partial dot products
 // (group_sum, xor shuffles in a fixed order). At one lane per row the
 // kernels are those of head sizes 32 and 64 before 128 was added.
 template <int HS>
-constexpr int kLanesPerRow = HS > 64 ? HS / 64 : 1;
+constexpr int kLanesPerRow = HS > 64 ? (HS + 63) / 64 : 1;
+template <int HS>
+constexpr bool kSimtHeadSize = HS % kLanesPerRow<HS> == 0 && HS / kLanesPerRow<HS> <= 64 &&
+                               (kLanesPerRow<HS> & (kLanesPerRow<HS> - 1)) == 0;
 // Rows a warp owns, and the backward's tile rows (own and streamed alike).
 template <int HS>
 constexpr int kRowsPerWarp = 32 / kLanesPerRow<HS>;
@@ -45,6 +49,7 @@ template <typename T, int HS>
 __global__ void __launch_bounds__(32 * kFwdWarps)
     attention_forward_kernel(T* out, float* lse, const T* qkv, int Tn, int C, int NH, float scale) {
   constexpr int G = kLanesPerRow<HS>, R = kRowsPerWarp<HS>, D = HS / G;
+  static_assert(kSimtHeadSize<HS>, "a row's elements split evenly over a power-of-two group of lanes");
   __shared__ float ks[kTile][HS];
   __shared__ float vs[kTile][HS];
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -104,9 +109,11 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
 }
 
 // Lanes per row of attention_delta_kernel: one 16-byte vector of the row each
-// (up to a warp).
+// (up to a warp), a power of two so the xor shuffles stay within a row's
+// lanes: at head sizes 80 and 96 some lanes take two vectors.
+constexpr int floor_pow2(int n) { return n < 2 ? 1 : 2 * floor_pow2(n / 2); }
 template <typename T, int HS>
-constexpr int kDeltaLanes = HS / kVec<T> < 32 ? HS / kVec<T> : 32;
+constexpr int kDeltaLanes = HS / kVec<T> < 32 ? floor_pow2(HS / kVec<T>) : 32;
 
 // delta[b, h, i] = sum_d dout[i, d] * out[i, d] (the softmax backward's
 // row term). kDeltaLanes consecutive lanes per (b, h, i) row, so a row's
@@ -149,6 +156,7 @@ template <typename T, int HS>
 __global__ void __launch_bounds__(32) attention_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
                                                            const float* delta, int Tn, int C, int NH, float scale) {
   constexpr int G = kLanesPerRow<HS>, R = kRowsPerWarp<HS>, D = HS / G;
+  static_assert(kSimtHeadSize<HS>, "a row's elements split evenly over a power-of-two group of lanes");
   // This group's k and v rows, padded so that the warp's lanes (row, part)
   // read distinct banks: a row of HS + G words starts G banks after the last.
   __shared__ float kown[R][HS + G];
@@ -223,6 +231,7 @@ template <typename T, int HS>
 __global__ void __launch_bounds__(32) attention_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
                                                           const float* delta, int Tn, int C, int NH, float scale) {
   constexpr int G = kLanesPerRow<HS>, R = kRowsPerWarp<HS>, D = HS / G;
+  static_assert(kSimtHeadSize<HS>, "a row's elements split evenly over a power-of-two group of lanes");
   __shared__ float qown[R][HS + G];
   __shared__ float doown[R][HS + G];
   __shared__ float ks[R][HS];

@@ -27,10 +27,12 @@ template <typename F>
 void with_head_size(int64_t hs, F&& f) {
   if (hs == 32) return f(std::integral_constant<int, 32>{});
   if (hs == 64) return f(std::integral_constant<int, 64>{});
+  if (hs == 80) return f(std::integral_constant<int, 80>{});
+  if (hs == 96) return f(std::integral_constant<int, 96>{});
   f(std::integral_constant<int, 128>{});
 }
 
-// bf16 storage, head size 32, 64 or 128, C a multiple of 8 and every pointer
+// bf16 storage, a head size attention_supported() takes, C a multiple of 8 and every pointer
 // 16-byte aligned (the kernels move 16-byte vectors), device of compute
 // capability 8.0 or newer.
 bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs);

@@ -55,8 +55,8 @@ constexpr int kKeyBlocks = kTileRows / 8;  // 8-column score fragments per warp 
 
 // bf16 64 x HS tiles with rows padded by 8 elements (16 bytes): the 8 rows
 // one ldmatrix phase reads then start on distinct 4-bank groups (row stride
-// 36 words for HS = 64, 20 for HS = 32, 68 for HS = 128), so fragment loads
-// are free of bank conflicts.
+// an odd number of 16-byte chunks: 36 words for HS = 64, 20 for 32, 44 for
+// 80, 52 for 96, 68 for 128), so fragment loads are free of bank conflicts.
 template <int HS>
 constexpr int kLd = HS + 8;
 template <int HS>
@@ -123,28 +123,54 @@ struct Place {
 // bf16 matrix into a padded shared tile, 16 bytes each (cp.async with
 // kAsyncTileLoads: the tile is there after cp_async_wait and a barrier);
 // rows at or past Tn are zeroed directly.
-// Copy e of a tile (0 <= e < 64 * HS / 8) fills this row and 16-byte chunk.
-// A quarter warp's eight 16-byte stores are one shared-memory wavefront when
-// they land on distinct 4-bank groups ((byte offset / 16) mod 8). At HS = 64
-// a quarter fills one padded row: eight consecutive groups; at HS = 128 half
-// of one, likewise. At HS = 32 it
-// fills two rows, whose starts are 5 groups apart per row (80-byte rows):
-// adjacent rows r, r + 1 would share a group (two wavefronts), rows r and
-// r + 4 take groups 5r..5r+3 and 5r+4..5r+7 mod 8, disjoint. The emulator
-// counts these stores' conflicts (test_attention_emulated).
+//
+// A row is HS / 8 16-byte chunks, stored kLd<HS> / 8 chunks apart (an odd
+// count: 5, 9, 11, 13, 17). The copies go by column segments of W chunks: the
+// whole row where HS / 8 is a multiple of 8 or below it (32, 64, 128), else 8
+// chunks and the rest (80: 8 + 2, 96: 8 + 4). Copy e of a segment
+// (0 <= e < 64 W) fills the row and chunk segment_chunk gives. A quarter
+// warp's eight 16-byte stores are one shared-memory wavefront when they land
+// on distinct 4-bank groups ((byte offset / 16) mod 8). At W a multiple of 8
+// a quarter fills 8 consecutive chunks of one row. At W < 8 it fills W
+// chunks of 8 / W rows, W rows apart within a block of 8 rows: with S the
+// odd row stride in chunks, those rows start S W k apart (k < 8 / W), and
+// S W k mod 8 = W (S k mod 8 / W) takes each multiple of W once (S is odd,
+// so invertible mod 8 / W), so the quarter's groups are disjoint. (HS = 32:
+// rows r and r + 4, 5 groups apart per row.) The emulator counts these
+// stores' conflicts (test_attention_emulated).
 struct TileChunk {
   int row, chunk;
 };
-template <int HS>
-__device__ __forceinline__ TileChunk tile_chunk(int e) {
-  if constexpr (HS == 128) {  // a quarter fills half a padded row: eight consecutive groups
-    return {e / 16, e % 16};
-  } else if constexpr (HS == 64) {
-    return {e / 8, e % 8};
+template <int W>
+__device__ __forceinline__ TileChunk segment_chunk(int e) {
+  if constexpr (W % 8 == 0) {
+    return {e / W, e % W};
   } else {
-    static_assert(HS == 32, "head sizes 32, 64 and 128");
-    const int j = e % 8;  // lane within the quarter warp
-    return {e / 32 * 8 + e / 8 % 4 + 4 * (j / 4), j % 4};
+    static_assert(W == 2 || W == 4, "segments of 2, 4 or a multiple of 8 chunks");
+    const int j = e % 8, quarter = e / 8;  // lane within the quarter warp; the quarter
+    return {quarter / W * 8 + quarter % W + W * (j / W), j % W};
+  }
+}
+
+// The segment of chunks [c0, c0 + W) of every row (load_tile). A fixed count
+// per thread, the copies kRowStep rows apart (segment_chunk maps e and
+// e + kThreads so), from one base address: unrolled, each copy is a compare,
+// an add and the copy, not a generic loop over e.
+template <int HS, int c0, int W, bool kAllRows>
+__device__ __forceinline__ void load_segment(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
+  constexpr int kCopies = kTileRows * W, kRowStep = kThreads / W;
+  static_assert(kCopies % kThreads == 0, "every thread issues the same number of copies");
+  const auto [r, c] = segment_chunk<W>(int(threadIdx.x));
+  bf16* d = dst + r * kLd<HS> + (c0 + c) * 8;
+  const bf16* s = src + int64_t(row0 + r) * stride + (c0 + c) * 8;
+#pragma unroll
+  for (int k = 0; k < kCopies / kThreads; ++k, d += kRowStep * kLd<HS>, s += kRowStep * stride) {
+    if (!kAllRows && row0 + r + k * kRowStep >= Tn)
+      cp_async_zero_16(d);
+    else if constexpr (kAsyncTileLoads)
+      cp_async_16(d, s);
+    else
+      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
   }
 }
 
@@ -152,22 +178,13 @@ __device__ __forceinline__ TileChunk tile_chunk(int e) {
 // compares.
 template <int HS, bool kAllRows = false>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
-  // A fixed count per thread, the copies kRowStep rows apart (tile_chunk
-  // maps e and e + kThreads so), from one base address: unrolled, each copy
-  // is a compare, an add and the copy, not a generic loop over e.
-  constexpr int kCopies = kTileRows * (HS / 8), kRowStep = kThreads / (HS / 8);
-  static_assert(kCopies % kThreads == 0, "every thread issues the same number of copies");
-  const auto [r, c] = tile_chunk<HS>(int(threadIdx.x));
-  bf16* d = dst + r * kLd<HS> + c * 8;
-  const bf16* s = src + int64_t(row0 + r) * stride + c * 8;
-#pragma unroll
-  for (int k = 0; k < kCopies / kThreads; ++k, d += kRowStep * kLd<HS>, s += kRowStep * stride) {
-    if (!kAllRows && row0 + r + k * kRowStep >= Tn)
-      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-    else if constexpr (kAsyncTileLoads)
-      cp_async_16(d, s);
-    else
-      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
+  static_assert(HS % 16 == 0 && (kLd<HS> / 8) % 2 == 1, "head size a multiple of 16: rows of an odd chunk stride");
+  constexpr int kChunks = HS / 8;
+  if constexpr (kChunks % 8 == 0 || kChunks < 8) {
+    load_segment<HS, 0, kChunks, kAllRows>(dst, src, row0, Tn, stride);
+  } else {
+    load_segment<HS, 0, 8, kAllRows>(dst, src, row0, Tn, stride);
+    load_segment<HS, 8, kChunks - 8, kAllRows>(dst, src, row0, Tn, stride);
   }
 }
 

@@ -24,6 +24,19 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
 #endif
 }
 
+// Zeroes dst's 16 bytes (shared) in place of a cp_async_16 this thread
+// skips (a row past the end) while others of its warp issue theirs: a plain
+// store. The emulator also counts it as this thread's next copy, so that the
+// n-th copies of a warp's threads stay one instruction for its bank-conflict
+// count, as the GPU's predicated copy is.
+__device__ __forceinline__ void cp_async_zero_16(void* dst) {
+#ifdef GPT_EMULATED_CUDA
+  emulated_cuda::cp_async_zero_16(dst);
+#else
+  *static_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() {
 #ifdef GPT_EMULATED_CUDA
   emulated_cuda::cp_async_commit();

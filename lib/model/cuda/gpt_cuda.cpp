@@ -28,7 +28,8 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   resolve_shape(opt_, c);
   if (!attention_supported(c.n_embd / c.n_head))
     throw ConfigError(fmt::format(
-        "invalid model for --device cuda: head size n_embd / n_head = {} (supported: 32, 64, 128)", c.n_embd / c.n_head));
+        "invalid model for --device cuda: head size n_embd / n_head = {} (supported: {})", c.n_embd / c.n_head,
+        attention_head_sizes()));
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
   acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, alloc);
   const auto A = MemCategory::kActivations;
