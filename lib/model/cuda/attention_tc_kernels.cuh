@@ -305,8 +305,8 @@ __device__ __forceinline__ void accumulate(float (&acc)[HS / 8][4], const uint32
 
 // scores() with the A fragments read from this warp's 16 rows of a shared
 // tile (a_rows) as each is needed, not held in registers: for the dK/dV
-// kernel at head size 128, whose dK and dV accumulators (128 registers)
-// leave no room for K's and V's fragments (64 more). One ldmatrix more per
+// kernel above head size 64; at 128 its dK and dV accumulators (128
+// registers) leave no room for K's and V's fragments (64 more). One ldmatrix more per
 // 16 columns of the head than scores() issues, feeding the kN / 2 pairs of
 // products.
 template <int HS, int kN>
@@ -456,7 +456,8 @@ __device__ __forceinline__ void finish_rows(bf16* out, float* lse, const float (
 
 // 4 blocks per SM (128 registers; unbounded, ptxas takes 133 and 3 fit).
 // At head size 128 (O and Q's fragments twice the size) 2: 255 registers,
-// and the 85 KiB of shared memory hold no more than 2 on an H100.
+// and the 85 KiB of shared memory hold no more than 2 on an H100. At 80 and
+// 96 also 2 (ptxas takes 163 and 178 registers on sm_90).
 template <int HS>
 constexpr int kFwdMinBlocks = HS > 64 ? 2 : 4;
 template <int HS>
@@ -612,7 +613,8 @@ constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 #endif
 // At head size 128, 2 everywhere: the 103 KiB of shared memory hold no more
 // than 2 on an H100, and dK, dV (16 x 128 fp32 each per warp) take 128
-// registers alone.
+// registers alone. At 80 and 96 (67 and 79 KiB; dK and dV 80 and 96
+// registers) 2 as well.
 template <int HS>
 constexpr int kDkvMinBlocksFor = HS > 64 ? 2 : kDkvMinBlocks;
 
@@ -635,8 +637,8 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
   // kStoreDs: tile (i, j) of the stored dS^T is at this pointer + i (i + 1) / 2 tiles; kept in shared memory
   // and read (volatile) at each store, so that no register holds it through the loop.
   bf16** ds_base_s = reinterpret_cast<bf16**>(rows_s + 4 * kTileRows);
-  // At head size 128 the kernel without stores is this code too, the stores skipped where ds is null: ptxas
-  // (CUDA 13.0) keeps it within 255 registers so, and spills 4 to 36 bytes for every other form tried.
+  // Above head size 64 the kernel without stores is this code too, the stores skipped where ds is null: at 128
+  // ptxas (CUDA 13.0) keeps it within 255 registers so, and spills 4 to 36 bytes for every other form tried.
   constexpr bool kStoreCode = kStoreDs || HS > 64;
   const bool store = kStoreDs || ds != nullptr;
   if (kStoreCode && store && threadIdx.x == 0)
@@ -662,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
   cp_async_commit();
   load_qdo(0, j0);
   tile_ready(true);  // K, V
-  // K's and V's A fragments for this warp's keys, in registers (at head size 128 read from the shared
+  // K's and V's A fragments for this warp's keys, in registers (above head size 64 read from the shared
   // tiles as they are needed: scores_a_shared).
   constexpr bool kShared = HS > 64;
   uint32_t ka[kShared ? 1 : HS / 16][4], va[kShared ? 1 : HS / 16][4];
