@@ -101,10 +101,15 @@ fi
 rows+=("$(json_of "$build/bench/bench_gpu_train" "${shape[@]}" --steps "$steps" --warmup "$warmup" --recompute gelu-ln)")
 att="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters")" || att='null'
 att_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters")" || att_torch='null'
-# The same at head size 128 (the model's width in heads of 128).
-att128="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters" --head-size 128)" || att128='null'
-att128_torch="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters" --head-size 128)" ||
-  att128_torch='null'
+# The same at head sizes 128 and 96 (the model's width in heads of that size; null where they do not divide it,
+# as 96 does not divide tiny's 128).
+declare -A att_hs att_hs_torch
+for hs in 128 96; do
+  att_hs[$hs]="$(json_of "$build/bench/bench_gpu_attention" "${shape[@]}" --iters "$iters" --head-size $hs)" ||
+    att_hs[$hs]='null'
+  att_hs_torch[$hs]="$(json_of "$py" "$root/bench/torch_gpu_attention.py" "${shape[@]}" --iters "$iters" \
+    --head-size $hs)" || att_hs_torch[$hs]='null'
+done
 gemm="$(json_of "$build/bench/bench_gpu_gemm" "${shape[@]}" --iters "$iters")" || gemm='null'
 printf '%s\n' "$gemm" > "$tmp/gemm.json"
 gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.json" --iters "$iters")" || gemm_torch='null'
@@ -121,7 +126,8 @@ else
 fi
 # The rows travel in the environment: the program itself comes on stdin.
 ROWS_JSON="$(printf '%s\n' "${rows[@]}")" ATTENTION_JSON="$att" ATTENTION_TORCH_JSON="$att_torch" \
-  ATTENTION128_JSON="$att128" ATTENTION128_TORCH_JSON="$att128_torch" \
+  ATTENTION_HS_JSON="{\"128\": ${att_hs[128]}, \"96\": ${att_hs[96]}}" \
+  ATTENTION_HS_TORCH_JSON="{\"128\": ${att_hs_torch[128]}, \"96\": ${att_hs_torch[96]}}" \
   GEMM_JSON="$gemm" GEMM_TORCH_JSON="$gemm_torch" SAMPLE_JSON="$sample" python3 - "$results" "$rev$dirty" <<'PY'
 import datetime, json, os, re, sys
 rows = [json.loads(l) for l in os.environ["ROWS_JSON"].splitlines() if l.strip()]
@@ -175,13 +181,15 @@ if gemm:
         ratio = f"{t['ms'] / vec['ms']:.2f}x" if t and vec["ms"] > 0 else "-"
         tg = f"{t['gbps']:.0f}" if t else "-"
         print(f"  {op:<8} {vec['N']:>7} {vec['OC']:>6} {vec['gbps']:>8.0f} {one['gbps']:>9.0f} {tg:>8} {ratio:>8}")
-att128 = json.loads(os.environ.get("ATTENTION128_JSON") or "null")
-att128_torch = json.loads(os.environ.get("ATTENTION128_TORCH_JSON") or "null")
-if att128:
-    n = att128["heads"]
-    print(f"# attention at head size 128 ({n} head{'s' if n != 1 else ''} of {att128['model']}'s width), ms")
+att_hs = json.loads(os.environ["ATTENTION_HS_JSON"])
+att_hs_torch = json.loads(os.environ["ATTENTION_HS_TORCH_JSON"])
+for hs, a in att_hs.items():
+    if not a:
+        continue
+    n = a["heads"]
+    print(f"# attention at head size {hs} ({n} head{'s' if n != 1 else ''} of {a['model']}'s width), ms")
     print(f"  {'kernel':<26} {'fwd ms':>9} {'bwd ms':>9}")
-    for r in att128["results"] + (att128_torch or {}).get("rows", []):
+    for r in a["results"] + (att_hs_torch[hs] or {}).get("rows", []):
         print(f"  {r['kernel']:<26} {r['fwd_ms']:>9.3f} {r['bwd_ms']:>9.3f}")
 sample = json.loads(os.environ.get("SAMPLE_JSON") or "null")
 if sample:
@@ -197,7 +205,8 @@ out = {"device": ours["device"], "date": date, "git_revision": sys.argv[2],
        "config": {k: ours[k] for k in ("model", "batch", "seq", "precision", "steps")}, "rows": rows,
        "attention": json.loads(os.environ.get("ATTENTION_JSON") or "null"),
        "attention_torch": json.loads(os.environ.get("ATTENTION_TORCH_JSON") or "null"),
-       "attention_hs128": att128, "attention_hs128_torch": att128_torch,
+       **{f"attention_hs{hs}": a for hs, a in att_hs.items()},
+       **{f"attention_hs{hs}_torch": a for hs, a in att_hs_torch.items()},
        "gemm": gemm, "gemm_torch": gemm_torch, "sampling": sample}
 name = re.sub(r"[^A-Za-z0-9]+", "-", ours["device"]).strip("-").lower()
 path = f"{sys.argv[1]}/gpu-{name}-{date}.json"
