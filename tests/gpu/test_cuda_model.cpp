@@ -345,8 +345,8 @@ TEST(CudaModel, RecomputeBf16) {
 // at the wrong position, a missing position offset or a stale key is O(1)
 // off. Whole passes in between leave the cache as it was. Every head size
 // the kernels take: 32 (tiny's 4 heads), 64 (2 heads), 128 (1 head), and
-// 96 and 80 (tiny widened to 192 and 160 columns, 2 heads), where the
-// decode kernel's output pass has one group of threads and idle ones.
+// 96, 80, 48 and 112 (tiny at 192, 160, 96 and 224 columns, 2 heads), where
+// the decode kernel's output pass leaves threads idle.
 template <typename T>
 void check_decode(int n_embd, int n_head, double tol) {
   SCOPED_TRACE(::testing::Message() << n_embd << " columns, " << n_head << " heads");
@@ -381,17 +381,17 @@ void check_decode(int n_embd, int n_head, double tol) {
   }
 }
 
-// (n_embd, n_head) of check_decode's head sizes 32, 64, 128, 96, 80.
-constexpr std::pair<int, int> kDecodeHeads[] = {{128, 4}, {128, 2}, {128, 1}, {192, 2}, {160, 2}};
+// (n_embd, n_head) of check_decode's head sizes 32, 64, 128, 96, 80, 48, 112.
+constexpr std::pair<int, int> kDecodeHeads[] = {{128, 4}, {128, 2}, {128, 1}, {192, 2}, {160, 2}, {96, 2}, {224, 2}};
 
 TEST(CudaModel, DecodeCacheFp32) {
   GPT_REQUIRE_GPU();
-  for (const auto [C, NH] : kDecodeHeads) check_decode<float>(C, NH, 1e-5);
+  for (const auto& [C, NH] : kDecodeHeads) check_decode<float>(C, NH, 1e-5);
 }
 
 TEST(CudaModel, DecodeCacheBf16) {
   GPT_REQUIRE_GPU();
-  for (const auto [C, NH] : kDecodeHeads) check_decode<bf16>(C, NH, 2e-2);
+  for (const auto& [C, NH] : kDecodeHeads) check_decode<bf16>(C, NH, 2e-2);
 }
 
 // Trains 20 steps on the CPU (fp32) and on the GPU in T; returns both curves.

@@ -227,15 +227,15 @@ TYPED_TEST(CudaOps, LayerNormForwardBackward) {
 // Both kernels in bf16 (tensor cores and CUDA cores), the CUDA-core kernels
 // in fp32. T = 75 leaves a partial last tile of 32 and of 64 rows; T = 200
 // streams several K/V (forward, dQ) and Q/dO (dK/dV) tiles. Head sizes 64,
-// 32, 128, 96 and 80 (above 64 the CUDA-core kernels with two lanes per
-// row, the tensor-core dK/dV kernel with K's and V's fragments read from
-// shared memory; at 96 and 80 the tiles loaded by two column segments); the
-// wide forward refuses those above 64.
+// 32, 128, 96, 80, 48 and 112 (above 64 the CUDA-core kernels with two
+// lanes per row, the tensor-core dK/dV kernel with K's and V's fragments
+// read from shared memory; at 48, 80, 96 and 112 the tiles loaded by two or
+// three column segments); the wide forward refuses all but 32 and 64.
 // (C, NH) of each head size.
 struct HeadShape {
   int64_t C, NH;
 };
-constexpr HeadShape kHeadShapes[] = {{128, 2}, {128, 4}, {128, 1}, {192, 2}, {160, 2}};
+constexpr HeadShape kHeadShapes[] = {{128, 2}, {128, 4}, {128, 1}, {192, 2}, {160, 2}, {96, 2}, {224, 2}};
 TYPED_TEST(CudaOps, AttentionForwardBackward) {
   using T = TypeParam;
   // Tensor cores: dQ recomputed (no room for stored score gradients), from
@@ -262,7 +262,7 @@ TYPED_TEST(CudaOps, AttentionForwardBackward) {
                               {B, Tn, C, NH});
       Dev<T> gqkv(qkv), gdy(dy);
       for (const auto [kernel, ds_pairs] : variants) {
-        if (C / NH > 64 && kernel == AttentionKernel::kTensorCoreWide) {
+        if (C / NH != 32 && C / NH != 64 && kernel == AttentionKernel::kTensorCoreWide) {
           Dev<T> o(B * Tn * C);
           Dev<float> l(B * NH * Tn);
           EXPECT_THROW(attention_forward(o.data(), l.data(), gqkv.data(), {B, Tn, C, NH}, nullptr, kernel),

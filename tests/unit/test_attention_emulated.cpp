@@ -74,7 +74,7 @@ void forward(Family f, T* out, float* lse, const T* qkv, const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
   if constexpr (std::is_same_v<T, bf16>) {
     if (f == Family::kTensorCoreWideBf16) {
-      if constexpr (HS <= 64)  // the wide forward's head sizes (cases() has no other)
+      if constexpr (HS == 32 || HS == 64)  // the wide forward's head sizes (cases() has no other)
         emulated_cuda::launch(tc::wide_grid(k.B, k.T, k.NH), tc::kThreads, size_t(tc::forward_wide_smem<HS>()),
                               [&] { tc::forward_wide_kernel<HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
       return;
@@ -225,9 +225,11 @@ template <typename T>
 void check_hs(const Case& k) {
   switch (k.C / k.NH) {
     case 32: return check<T, 32>(k);
+    case 48: return check<T, 48>(k);
     case 64: return check<T, 64>(k);
     case 80: return check<T, 80>(k);
     case 96: return check<T, 96>(k);
+    case 112: return check<T, 112>(k);
     case 128: return check<T, 128>(k);
     default: FAIL() << "head size " << k.C / k.NH;
   }
@@ -243,9 +245,10 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 
 // T = 75: a partial second tile; 200: several tiles streamed (the last
 // partial); 64: exactly one tensor-core tile; head sizes 64 and 32. Also
-// head sizes 80, 96 and 128, for every family but the wide forward (which
-// takes 32 and 64): their rows are 10, 12 and 16 16-byte chunks, loaded by
-// segments of 8 + 2, 8 + 4 and 16 (load_tile). At 128 T = 75
+// head sizes 48, 80, 96, 112 and 128, for every family but the wide forward
+// (which takes 32 and 64): their rows are 6, 10, 12, 14 and 16 16-byte
+// chunks, loaded by segments of 4 + 2, 8 + 2, 8 + 4, 8 + 4 + 2 and 16
+// (load_tile). At 128 T = 75
 // streams a second tile, and on CUDA cores (two lanes per row,
 // kLanesPerRow) ends in a partial warp of query rows and leaves the
 // forward's last block three warps with none, so the grouped lanes' sums
@@ -257,8 +260,10 @@ std::vector<Case> cases() {
     for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
       all.push_back(shape);
     if (f != Family::kTensorCoreWideBf16)
-      for (Case shape : {Case{f, 2, 75, 256, 2}, Case{f, 1, 200, 256, 2}, Case{f, 1, 40, 128, 1}, Case{f, 2, 75, 192, 2},
-                         Case{f, 1, 200, 96, 1}, Case{f, 1, 75, 160, 2}, Case{f, 1, 200, 80, 1}})
+      for (Case shape : {Case{f, 2, 75, 256, 2}, Case{f, 1, 200, 256, 2}, Case{f, 1, 40, 128, 1},
+                         Case{f, 2, 75, 192, 2}, Case{f, 1, 200, 96, 1}, Case{f, 1, 75, 160, 2},
+                         Case{f, 1, 200, 80, 1}, Case{f, 2, 75, 96, 2}, Case{f, 1, 200, 48, 1},
+                         Case{f, 1, 75, 224, 2}, Case{f, 1, 200, 112, 1}})
         all.push_back(shape);
   }
   return all;

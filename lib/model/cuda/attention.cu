@@ -56,7 +56,7 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
     throw_error("tensor-core attention needs bf16, head size " + attention_head_sizes() +
                 ", C a multiple of 8, 16-byte aligned buffers and compute capability >= 8.0");
-  if (kernel == AttentionKernel::kTensorCoreWide && s.C / s.NH > 64)
+  if (kernel == AttentionKernel::kTensorCoreWide && s.C / s.NH != 32 && s.C / s.NH != 64)
     throw_error("the wide tensor-core attention forward takes head sizes 32 and 64");
   return ok;
 }
@@ -65,8 +65,8 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
 
 // Each needs its kernels compiled (detail::with_head_size): the tensor-core
 // tiles take multiples of 16, the CUDA-core kernels up to 64 elements a lane.
-bool attention_supported(int64_t hs) { return hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128; }
-std::string attention_head_sizes() { return "32, 64, 80, 96, 128"; }
+bool attention_supported(int64_t hs) { return hs % 16 == 0 && hs >= 32 && hs <= 128; }
+std::string attention_head_sizes() { return "32, 48, 64, 80, 96, 112, 128"; }
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,

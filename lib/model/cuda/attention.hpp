@@ -8,8 +8,9 @@
 // by 1/sqrt(hs). All arithmetic is fp32 whatever the storage type.
 //
 // Two implementations, both deterministic (every output element is written
-// by exactly one thread), for head sizes 32, 64 (every GPT-2 size), 80, 96
-// and 128 (attention_supported() says whether a head size is):
+// by exactly one thread), for head sizes the multiples of 16 from 32 to 128
+// (64 is every GPT-2 size's; attention_supported() says whether a head size
+// is one):
 //  - kTensorCore (attention_tc.cu, bf16 only): FlashAttention-2 structure on
 //    bf16 tensor cores with fp32 accumulation, 64-row tiles;
 //  - kSimt: CUDA cores, one lane per query row (forward, dq) or key row (dk,
@@ -38,12 +39,12 @@ struct AttentionShape {
 
 // kTensorCoreWide: the tensor-core kernels with the forward on 128-query
 // tiles (attention_tc_kernels.cuh forward_wide_kernel; head sizes 32 and
-// 64), for measuring it against the 64-query one that kAuto and kTensorCore
+// 64 only), for measuring it against the 64-query one that kAuto and kTensorCore
 // take.
 enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
 
 bool attention_supported(int64_t head_size);
-// The head sizes attention_supported() takes, for messages: "32, 64, 80, 96, 128".
+// The head sizes attention_supported() takes, for messages: "32, 48, ..., 128".
 std::string attention_head_sizes();
 
 // out[B, T, C]; lse[B, NH, T] saved for backward. kTensorCore where it does

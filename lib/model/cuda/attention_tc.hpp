@@ -25,11 +25,15 @@ namespace gpt::cuda::detail {
 // compiled for it (attention.cu, attention_tc.cu).
 template <typename F>
 void with_head_size(int64_t hs, F&& f) {
-  if (hs == 32) return f(std::integral_constant<int, 32>{});
-  if (hs == 64) return f(std::integral_constant<int, 64>{});
-  if (hs == 80) return f(std::integral_constant<int, 80>{});
-  if (hs == 96) return f(std::integral_constant<int, 96>{});
-  f(std::integral_constant<int, 128>{});
+  switch (hs) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 48: return f(std::integral_constant<int, 48>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 80: return f(std::integral_constant<int, 80>{});
+    case 96: return f(std::integral_constant<int, 96>{});
+    case 112: return f(std::integral_constant<int, 112>{});
+    default: return f(std::integral_constant<int, 128>{});
+  }
 }
 
 // bf16 storage, a head size attention_supported() takes, C a multiple of 8 and every pointer

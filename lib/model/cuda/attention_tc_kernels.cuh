@@ -55,8 +55,8 @@ constexpr int kKeyBlocks = kTileRows / 8;  // 8-column score fragments per warp 
 
 // bf16 64 x HS tiles with rows padded by 8 elements (16 bytes): the 8 rows
 // one ldmatrix phase reads then start on distinct 4-bank groups (row stride
-// an odd number of 16-byte chunks: 36 words for HS = 64, 20 for 32, 44 for
-// 80, 52 for 96, 68 for 128), so fragment loads are free of bank conflicts.
+// an odd number of 16-byte chunks: 20 words for HS = 32, 28 for 48, 36 for
+// 64, ... 68 for 128), so fragment loads are free of bank conflicts.
 template <int HS>
 constexpr int kLd = HS + 8;
 template <int HS>
@@ -125,9 +125,9 @@ struct Place {
 // rows at or past Tn are zeroed directly.
 //
 // A row is HS / 8 16-byte chunks, stored kLd<HS> / 8 chunks apart (an odd
-// count: 5, 9, 11, 13, 17). The copies go by column segments of W chunks: the
-// whole row where HS / 8 is a multiple of 8 or below it (32, 64, 128), else 8
-// chunks and the rest (80: 8 + 2, 96: 8 + 4). Copy e of a segment
+// count: 5, 7, 9, ... 17). The copies go by column segments of W chunks: a
+// multiple of 8, then 4, then 2 (32: 4; 48: 4 + 2; 64: 8; 80: 8 + 2; 96:
+// 8 + 4; 112: 8 + 4 + 2; 128: 16). Copy e of a segment
 // (0 <= e < 64 W) fills the row and chunk segment_chunk gives. A quarter
 // warp's eight 16-byte stores are one shared-memory wavefront when they land
 // on distinct 4-bank groups ((byte offset / 16) mod 8). At W a multiple of 8
@@ -174,18 +174,23 @@ __device__ __forceinline__ void load_segment(bf16* dst, const bf16* src, int row
   }
 }
 
+// The chunks [c0, HS / 8) of every row, by segments (load_tile).
+template <int HS, int c0, bool kAllRows>
+__device__ __forceinline__ void load_segments(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
+  constexpr int kLeft = HS / 8 - c0;
+  constexpr int W = kLeft >= 8 ? kLeft / 8 * 8 : kLeft >= 4 ? 4 : kLeft;
+  if constexpr (kLeft > 0) {
+    load_segment<HS, c0, W, kAllRows>(dst, src, row0, Tn, stride);
+    load_segments<HS, c0 + W, kAllRows>(dst, src, row0, Tn, stride);
+  }
+}
+
 // kAllRows: every row exists (row0 + 64 <= Tn known to the caller): no
 // compares.
 template <int HS, bool kAllRows = false>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, int row0, int Tn, int64_t stride) {
   static_assert(HS % 16 == 0 && (kLd<HS> / 8) % 2 == 1, "head size a multiple of 16: rows of an odd chunk stride");
-  constexpr int kChunks = HS / 8;
-  if constexpr (kChunks % 8 == 0 || kChunks < 8) {
-    load_segment<HS, 0, kChunks, kAllRows>(dst, src, row0, Tn, stride);
-  } else {
-    load_segment<HS, 0, 8, kAllRows>(dst, src, row0, Tn, stride);
-    load_segment<HS, 8, kChunks - 8, kAllRows>(dst, src, row0, Tn, stride);
-  }
+  load_segments<HS, 0, kAllRows>(dst, src, row0, Tn, stride);
 }
 
 // The K and V tiles of keys [j0, j0 + 64) into buffer b of kv (K at 2b
@@ -722,12 +727,13 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
   auto tile = [&](auto diagonal, int i0, int b) {
     stream_step(b, i0, Tn, load_qdo);
     using Zero = std::integral_constant<int, 0>;
-    if constexpr (!kStoreDs && HS <= 64) {
+    if constexpr (!kStoreDs && (HS == 32 || HS == 64)) {
       queries(diagonal, Zero{}, std::integral_constant<int, kKeyBlocks>{}, i0, b);
     } else {
       // Half the queries at a time: 32 queries' score blocks live at once instead of 64. Whole tiles spilled
       // at 168 registers with the stores (4 to 124 bytes, by where they went), halves do not; nor at head
-      // size 128, where dK and dV alone take 128 registers.
+      // size 128, where dK and dV alone take 128 registers. At 48 whole tiles spill 4 bytes without the
+      // stores too (sm_90, 168 registers).
       using Half = std::integral_constant<int, kKeyBlocks / 2>;
       queries(diagonal, Zero{}, Half{}, i0, b);
       queries(diagonal, Half{}, Half{}, i0, b);
