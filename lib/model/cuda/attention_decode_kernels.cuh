@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   sum = block_sum(sum);  // its barriers also publish every thread's sc[]
   const int d = tid % HS, g = tid / HS;
   float acc = 0.f;
-  if (g < kGroups)
+  if (kGroups * HS == kDecodeThreads || g < kGroups)  // (the first test at compile time: every thread is in a group)
     for (int j = g; j < P; j += kGroups) acc += sc[j] * f32(v[j * stride + d]);
   partial[tid] = acc;
   __syncthreads();
