@@ -15,7 +15,7 @@ constexpr int kTile = 32;        // forward: keys per streamed tile
 constexpr int kFwdWarps = 4;     // forward: query tiles per block, sharing each key/value tile
 
 // Lanes per row (a query row in the forward and dQ, a key row in dK/dV):
-// one up to head size 64, two above it (80, 96, 128), so that no lane holds
+// one up to head size 64, two above it (80, 96, 112, 128), so that no lane holds
 // more than 64 of a row's elements in registers (the kernels keep two such
 // arrays).
 // Lane `part` of a row's group holds its elements d = k * G + part (k <
