@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
 
 // Lanes per row of attention_delta_kernel: one 16-byte vector of the row each
 // (up to a warp), a power of two so the xor shuffles stay within a row's
-// lanes: at head sizes 80 and 96 some lanes take two vectors.
+// lanes: at head sizes 48, 80, 96 and 112 some lanes take two vectors.
 constexpr int floor_pow2(int n) { return n < 2 ? 1 : 2 * floor_pow2(n / 2); }
 template <typename T, int HS>
 constexpr int kDeltaLanes = HS / kVec<T> < 32 ? floor_pow2(HS / kVec<T>) : 32;

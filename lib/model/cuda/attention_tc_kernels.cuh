@@ -461,8 +461,8 @@ __device__ __forceinline__ void finish_rows(bf16* out, float* lse, const float (
 
 // 4 blocks per SM (128 registers; unbounded, ptxas takes 133 and 3 fit).
 // At head size 128 (O and Q's fragments twice the size) 2: 255 registers,
-// and the 85 KiB of shared memory hold no more than 2 on an H100. At 80 and
-// 96 also 2 (ptxas takes 163 and 178 registers on sm_90).
+// and the 85 KiB of shared memory hold no more than 2 on an H100. At 80, 96
+// and 112 also 2 (ptxas takes 163, 178 and 195 registers on sm_90); at 48 4.
 template <int HS>
 constexpr int kFwdMinBlocks = HS > 64 ? 2 : 4;
 template <int HS>
@@ -618,7 +618,7 @@ constexpr int kDkvMinBlocks = GPT_DKV_MIN_BLOCKS;
 #endif
 // At head size 128, 2 everywhere: the 103 KiB of shared memory hold no more
 // than 2 on an H100, and dK, dV (16 x 128 fp32 each per warp) take 128
-// registers alone. At 80 and 96 (67 and 79 KiB; dK and dV 80 and 96
+// registers alone. At 80, 96 and 112 (67 to 91 KiB; dK and dV 80 to 112
 // registers) 2 as well.
 template <int HS>
 constexpr int kDkvMinBlocksFor = HS > 64 ? 2 : kDkvMinBlocks;
