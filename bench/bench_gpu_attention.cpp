@@ -111,7 +111,8 @@ nlohmann::json run(Args& a) {
   a.heads = a.head_size > 0 ? a.embd / a.head_size : int(cfg.n_head);
   if (a.embd % a.heads != 0 || !cuda::attention_supported(a.embd / a.heads))
     throw std::runtime_error("--model " + a.model + ": head size " + std::to_string(a.embd) + " / " +
-                             std::to_string(a.heads) + " is not supported on cuda (" + cuda::attention_head_sizes() + ")");
+                             std::to_string(a.heads) + " is not supported on cuda (" + cuda::attention_head_sizes() +
+                             ")");
   const int64_t n_qkv = int64_t(a.batch) * a.seq * 3 * a.embd, n_out = int64_t(a.batch) * a.seq * a.embd;
   std::vector<float> qkv(static_cast<size_t>(n_qkv)), dy(static_cast<size_t>(n_out));
   std::mt19937 rng(11);

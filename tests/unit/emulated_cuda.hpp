@@ -298,10 +298,11 @@ inline void require_shared16(const unsigned char* p, const char* what) {
 // Shared memory bank conflicts of cp.async's 16-byte stores, counted over
 // every launch since the last reset_cp_async_stats(). The n-th copies of a
 // warp's threads are one instruction (the kernels' copy loops are uniform
-// across a warp; a lane that skips a copy says so, cp_async_zero_16); a 16-byte access is served a quarter warp (8 lanes, 128
-// bytes) per wavefront, conflict-free when the quarter's distinct
-// destinations fall on distinct 4-bank groups ((offset / 16) mod 8), else in
-// as many wavefronts as the most crowded group holds.
+// across a warp; a lane that skips a copy says so, cp_async_zero_16); a
+// 16-byte access is served a quarter warp (8 lanes, 128 bytes) per
+// wavefront, conflict-free when the quarter's distinct destinations fall on
+// distinct 4-bank groups ((offset / 16) mod 8), else in as many wavefronts
+// as the most crowded group holds.
 struct CpAsyncStats {
   uint64_t requests = 0;          // quarter-warp store requests
   uint64_t extra_wavefronts = 0;  // wavefronts beyond one per request
@@ -600,6 +601,7 @@ inline void cp_async_16(void* dst, const void* src) {
 // A lane's skipped copy (cp_async.cuh cp_async_zero_16): an ordinary store
 // that takes the place of the thread's next copy in the count.
 inline void cp_async_zero_16(void* dst) {
+  require_shared16(static_cast<unsigned char*>(dst), "cp.async destination");  // the copy's own rule
   std::memset(dst, 0, 16);
   ++this_thread().copies_issued;
 }

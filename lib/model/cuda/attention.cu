@@ -66,7 +66,12 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
 // Each needs its kernels compiled (detail::with_head_size): the tensor-core
 // tiles take multiples of 16, the CUDA-core kernels up to 64 elements a lane.
 bool attention_supported(int64_t hs) { return hs % 16 == 0 && hs >= 32 && hs <= 128; }
-std::string attention_head_sizes() { return "32, 48, 64, 80, 96, 112, 128"; }
+std::string attention_head_sizes() {  // the list attention_supported() gives, so the two cannot disagree
+  std::string list;
+  for (int64_t hs = 1; hs <= 256; ++hs)
+    if (attention_supported(hs)) list += (list.empty() ? "" : ", ") + std::to_string(hs);
+  return list;
+}
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const AttentionShape& s, cudaStream_t stream,

@@ -19,8 +19,9 @@ constexpr int kDecodeMaxKeys = 4096;
 // q: the new position's queries (qkv's first C columns); kv[P, 2C]: keys
 // then values, as qkv's k | v columns. Block: one head. The scores go to
 // shared memory, their max and sum through block reductions; each output
-// element is summed by kDecodeThreads / HS groups of threads (one at head
-// sizes 80 and 96, whose other threads then wait) over strided keys, and the
+// element is summed by kDecodeThreads / HS groups of threads (where HS does
+// not divide kDecodeThreads, the threads past the last whole group wait:
+// 32 of 128 at head size 96, two groups at 48) over strided keys, and the
 // groups' partial sums are added in group order: the result does not depend
 // on scheduling.
 template <typename T, int HS>
