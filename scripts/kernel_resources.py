@@ -18,13 +18,22 @@ but not what it needs. Together they answer what a real GPU would:
     test launches is checked by nothing), unless named in --unlaunched;
   * no kernel outside the SIMT attention fallback spills to local memory
     (--spill-ok): a spill in the training path is a slow kernel;
+  * a kernel the backend launches only where the device gives a block its
+    shared memory (--smem-gated: the tensor-core attention, which
+    attention_tensor_core_ok holds to cudaDevAttrMaxSharedMemoryPerBlockOptin)
+    may opt into more than an architecture's block has: it is listed as not
+    run there, not as a violation;
 
 and reports, for each kernel and launch configuration, the resident blocks
 and occupancy an SM allows and what limits them (the CUDA occupancy
-calculator's rules for compute capability 8.0, 9.0 and 10.0).
+calculator's rules for compute capability 8.0, 8.6, 8.9, 9.0 and 10.0).
+8.6 and 8.9 (A10, L4, L40S, RTX 30/40) run the sm_80 code (binary
+compatible within a major version) on smaller SMs: 1536 threads and
+100 KiB of shared memory; give them the sm_80 PTX, which ptxas assembles
+for sm_80 once.
 
   kernel_resources.py --ptxas PTXAS --logs DIR --json OUT \\
-      [--unlaunched REGEX] [--spill-ok REGEX] sm_80=a.ptx:b.ptx sm_90=...
+      [--unlaunched REGEX] [--spill-ok REGEX] [--smem-gated REGEX] sm_80=a.ptx:b.ptx sm_90=...
 
 Exit status 1 on any violation, with one line per violation.
 """
@@ -42,6 +51,10 @@ from concurrent.futures import ThreadPoolExecutor
 SM_LIMITS = {
     "sm_80": dict(name="A100 (8.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
                   smem_per_sm=164 * 1024, smem_per_block_optin=163 * 1024),
+    "sm_86": dict(name="A10/RTX 30 (8.6)", code="sm_80", threads_per_sm=1536, blocks_per_sm=16, regs_per_sm=65536,
+                  smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024),
+    "sm_89": dict(name="L4/L40S/RTX 40 (8.9)", code="sm_80", threads_per_sm=1536, blocks_per_sm=24,
+                  regs_per_sm=65536, smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024),
     "sm_90": dict(name="H100/H200 (9.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
                   smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024),
     "sm_100": dict(name="B200/GB200 (10.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
@@ -143,6 +156,8 @@ def main():
     ap.add_argument("--json", required=True, help="where to write the report")
     ap.add_argument("--unlaunched", default=None, help="regex of kernels no test needs to launch")
     ap.add_argument("--spill-ok", default=None, help="regex of kernels allowed to spill")
+    ap.add_argument("--smem-gated", default=None,
+                    help="regex of kernels launched only where a block may have their shared memory")
     ap.add_argument("ptx", nargs="+", help="ARCH=file.ptx[:file.ptx...]")
     a = ap.parse_args()
 
@@ -152,19 +167,24 @@ def main():
         sys.exit(f"kernel_resources: no launches logged in {a.logs} (GPT_EMULATED_LAUNCH_LOG)")
     names = sorted({k[0] for k in launches})
     report = {"launch_logs": len(files), "archs": {}}
+    assembled = {}  # (code, ptx) -> ptxas's usage: 8.6 and 8.9 reuse sm_80's
 
     for spec in a.ptx:
         arch, _, paths = spec.partition("=")
         if arch not in SM_LIMITS:
             sys.exit(f"kernel_resources: unknown architecture {arch!r} (known: {', '.join(SM_LIMITS)})")
         lim = SM_LIMITS[arch]
+        code = lim.get("code", arch)
         ptx_files = [p for p in paths.split(":") if p]
         bounds, usage = {}, {}
+        todo = [p for p in ptx_files if (code, p) not in assembled]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            for p, u in zip(ptx_files, pool.map(lambda p: ptxas_usage(a.ptxas, arch, p), ptx_files)):
-                with open(p) as f:
-                    bounds.update(ptx_entries(f.read()))
-                usage.update(u)
+            for p, u in zip(todo, pool.map(lambda p: ptxas_usage(a.ptxas, code, p), todo)):
+                assembled[(code, p)] = u
+        for p in ptx_files:
+            with open(p) as f:
+                bounds.update(ptx_entries(f.read()))
+            usage.update(assembled[(code, p)])
         pretty = demangle(sorted(set(usage) | set(names)))
         rows = []
         for (name, threads, dyn, opt_in), count in sorted(launches.items()):
@@ -180,6 +200,13 @@ def main():
             if dyn > max_dynamic:
                 errors.append(f"{arch}: {k}: {dyn} bytes of dynamic shared memory, above the {max_dynamic} it may "
                               f"have ({static} static, opt-in {opt_in or 'none'})")
+            if opt_in and opt_in + static > lim["smem_per_block_optin"] and a.smem_gated and \
+                    re.search(a.smem_gated, k):
+                rows.append(dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
+                                 static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],
+                                 spill_bytes=u["spill_stores"] + u["spill_loads"], launches=count, runs=False,
+                                 blocks_per_sm=0, occupancy=0, limited_by="not run: shared memory"))
+                continue
             if opt_in and opt_in + static > lim["smem_per_block_optin"]:
                 errors.append(f"{arch}: {k}: opts into {opt_in} bytes of dynamic shared memory; with {static} "
                               f"static, above a block's {lim['smem_per_block_optin']}")
@@ -193,7 +220,7 @@ def main():
             rows.append(dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
                              static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],
                              spill_bytes=u["spill_stores"] + u["spill_loads"], launches=count,
-                             blocks_per_sm=blocks, occupancy=round(occ, 3), limited_by=limiter))
+                             runs=True, blocks_per_sm=blocks, occupancy=round(occ, 3), limited_by=limiter))
         launched = {r["mangled"] for r in rows}
         unlaunched = sorted(short(pretty.get(n, n)) for n in usage if n not in launched)
         for k in unlaunched:

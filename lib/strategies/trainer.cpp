@@ -241,6 +241,10 @@ struct Trainer::Impl {
   DeviceMesh2D mesh;
   ParamLayout layout;
   std::unique_ptr<Strategy> strategy;
+  // Why our bf16 attention runs its CUDA-core kernels, not the tensor-core
+  // ones ("" where they run); set by resolve_attention, so declared before
+  // attention_note.
+  std::string tensor_core_note;
   std::string attention_note;  // attention auto: what was chosen and why
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
@@ -383,8 +387,19 @@ struct Trainer::Impl {
   // graphs on its GPU: the plans are built here and kept for the model),
   // else our kernels. Decided on all ranks together, so they agree; returns
   // the log line saying which and why (the first rank that cannot names
-  // its reason). Other choices pass through.
+  // its reason). Other choices pass through. Where ours runs in bf16 on a
+  // device that cannot take its tensor-core kernels at the model's head
+  // size (tensor_core_note says why), it stores no score gradients.
   std::string resolve_attention() {
+    std::string note = resolve_attention_auto();
+    if (backend && resolved.attention == "ours") {
+      tensor_core_note = backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
+                                                                    cfg.gpt.n_head);
+      if (!tensor_core_note.empty()) resolved.attention_ds_mib = 0;  // the CUDA-core kernels store none
+    }
+    return note;
+  }
+  std::string resolve_attention_auto() {
     if (resolved.attention != "auto") return "";
     resolved.attention = "ours";
     if (!backend) return "";  // the host has one attention
@@ -912,6 +927,10 @@ struct Trainer::Impl {
       log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
            "other shapes",
            cfg.micro_batch, cfg.seq_len);
+    else if (backend && param_dtype == DType::kBF16 && !tensor_core_note.empty())
+      warn0("attention: our CUDA-core kernels (on an H100 15-20x slower than the tensor-core ones), as the "
+            "tensor-core ones cannot run here: {}; cuDNN's (--attention cudnn) may",
+            tensor_core_note);
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "

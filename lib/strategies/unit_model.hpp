@@ -68,6 +68,11 @@ class DeviceBackend {
   virtual std::string cudnn_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/) {
     return "this backend has no cuDNN attention";
   }
+  // Why our bf16 attention kernels cannot take the tensor cores for these
+  // passes on this device, so that the CUDA-core ones run (slower, no
+  // stored dS), or "" when they can (model/cuda/attention.hpp
+  // attention_tensor_cores_unavailable). "" for an fp32 backend.
+  virtual std::string tensor_core_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/) { return ""; }
   // --trace: marks of the training loop's spans on the compute stream
   // (strategies/cuda/stream_marks.hpp), or nullptr.
   virtual std::unique_ptr<trace::DeviceMarks> make_trace_marks() { return nullptr; }

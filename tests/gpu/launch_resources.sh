@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Launch resources of the CUDA backend, without a GPU (ctest
-# emulated.launch_resources): runs the op tests, the fast model tests and
-# short trainer runs (bf16 and fp32, head sizes 32 and 64: the only ones
-# --device cuda takes) on the emulated backend, which logs every kernel's
+# emulated.launch_resources): runs the op tests (every head size), the fast
+# model tests and short trainer runs (bf16 and fp32, head sizes 32 and 64)
+# on the emulated backend, which logs every kernel's
 # block size and dynamic shared memory, then checks those launches against ptxas's register and shared memory
 # counts for each architecture's PTX (scripts/kernel_resources.py): a launch
 # a real SM would refuse, a kernel no test launches, or a spill in the
@@ -34,5 +34,11 @@ unset GPT_EMULATED_LAUNCH_LOG
 # Spills allowed: the SIMT attention kernels serve fp32 runs (and bf16 where
 # the tensor-core kernels cannot: unaligned pointers), not bf16 training; at
 # head size 64 their one-warp backward blocks keep 64-wide rows per lane.
+# The tensor-core attention runs only where a block may have its shared
+# memory (attention_tensor_core_ok): at head size 128 not on 8.6 and 8.9.
+# (The backend holds a head size's kernels to the largest one's need; the
+# check holds each to its own, so it lists the forward at 128 as running
+# there.) The probe kernel is never launched: the start-up check asks CUDA
+# for its attributes (core/cuda/device_query.hpp device_unusable_reason).
 python3 "$root/scripts/kernel_resources.py" --ptxas "$ptxas" --logs "$work/logs" \
-  --json "$work/kernel_resources.json" --spill-ok '^simt::' "$@"
+  --json "$work/kernel_resources.json" --spill-ok '^simt::' --smem-gated '^tc::' --unlaunched '::probe_kernel$' "$@"

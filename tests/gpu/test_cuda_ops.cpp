@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <random>
@@ -26,6 +27,7 @@
 #include "model/cuda/adamw.hpp"
 #include "model/cuda/attention.hpp"
 #include "model/cuda/attention_cudnn.hpp"
+#include "model/cuda/attention_tc.hpp"
 #include "model/cuda/bias_grad.hpp"
 #include "model/cuda/classifier.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -359,6 +361,82 @@ TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
       lse.check_guards();
       bws.check_guards();
     }
+  }
+}
+
+// kAuto takes the tensor cores exactly where the device gives a block the
+// shared memory they take at the head size (else the CUDA-core kernels:
+// the same bits as asking for those), and asking for the tensor cores
+// where they cannot run is an error that says why. On a GPU, as it is; on
+// the emulator also as a GPU of compute capability 8.9 with 99 KiB a block
+// (an L40S, as 8.6 and 12.0), where head size 128 (103 KiB) falls back and
+// 112 (91 KiB) does not, and as one of 7.5 (a T4: no tensor-core kernels).
+TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
+  GPT_REQUIRE_GPU();
+  EXPECT_EQ(detail::attention_tensor_core_smem(128), 105488);  // dK/dV's 6 tiles of 64 x (128 + 8) bf16, + 1040
+  EXPECT_EQ(detail::attention_tensor_core_smem(112), 93200);
+  EXPECT_EQ(detail::attention_tensor_core_smem(64), 56336);
+  struct Kind {
+    const char* cc;
+    const char* smem_optin;
+  };
+  std::vector<Kind> kinds = {{nullptr, nullptr}};
+#ifdef GPT_EMULATED_BACKEND  // tests/unit/host_cuda/host_cuda_runtime.cpp
+  kinds.push_back({"8.9", "101376"});
+  kinds.push_back({"7.5", "65536"});
+#endif
+  for (const Kind& kind : kinds) {
+    if (kind.cc) {
+      setenv("GPT_EMULATED_COMPUTE_CAPABILITY", kind.cc, 1);
+      setenv("GPT_EMULATED_SMEM_OPTIN", kind.smem_optin, 1);
+    }
+    int device = 0, major = 0, optin = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    for (int64_t hs : {64, 112, 128}) {
+      SCOPED_TRACE(::testing::Message() << "compute capability major " << major << ", " << optin
+                                        << " bytes a block, head size " << hs);
+      const bool fits = major >= 8 && detail::attention_tensor_core_smem(hs) <= optin;
+      const AttentionShape s{2, 75, hs, 1};
+      const std::string why = attention_tensor_cores_unavailable(s);
+      EXPECT_EQ(why.empty(), fits) << why;
+      if (kind.cc && std::string(kind.cc) == "8.9")
+        EXPECT_EQ(why, hs == 128 ? "at head size 128 their blocks take 103.0 KiB of shared memory, and this GPU "
+                                   "(compute capability 8.9) gives a block 99.0 KiB"
+                                 : "");
+      if (kind.cc && std::string(kind.cc) == "7.5") EXPECT_EQ(why, "compute capability 7.5 (8.0 or newer needed)");
+      auto qkv = input<bf16>(s.B * s.T * 3 * hs, 1.f, 40 + hs), dy = input<bf16>(s.B * s.T * hs, 1.f, 50 + hs);
+      Dev<bf16> gqkv(qkv), gdy(dy);
+      const int64_t scratch_floats = attention_backward_scratch(s, int64_t(1) << 30);
+      std::vector<float> results[2];
+      const AttentionKernel kernels[2] = {AttentionKernel::kAuto,
+                                          fits ? AttentionKernel::kTensorCore : AttentionKernel::kSimt};
+      for (int k = 0; k < 2; ++k) {
+        Dev<bf16> out(s.B * s.T * hs), dqkv(s.B * s.T * 3 * hs);
+        Dev<float> lse(s.B * s.T), sc{size_t(scratch_floats)};
+        attention_forward(out.data(), lse.data(), gqkv.data(), s, nullptr, kernels[k]);
+        attention_backward(dqkv.data(), sc.data(), scratch_floats, gdy.data(), gqkv.data(), out.data(), lse.data(),
+                           s, nullptr, kernels[k]);
+        results[k] = out.download();
+        const std::vector<float> d = dqkv.download();
+        results[k].insert(results[k].end(), d.begin(), d.end());
+      }
+      EXPECT_EQ(results[0], results[1]) << "kAuto is not the kernels it should take";
+      if (!fits) {
+        Dev<bf16> out(s.B * s.T * hs);
+        Dev<float> lse(s.B * s.T);
+        try {
+          attention_forward(out.data(), lse.data(), gqkv.data(), s, nullptr, AttentionKernel::kTensorCore);
+          ADD_FAILURE() << "the tensor cores ran where they cannot";
+        } catch (const gpt::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("tensor-core attention cannot run: " + why), std::string::npos)
+              << e.what();
+        }
+      }
+    }
+    unsetenv("GPT_EMULATED_COMPUTE_CAPABILITY");
+    unsetenv("GPT_EMULATED_SMEM_OPTIN");
   }
 }
 

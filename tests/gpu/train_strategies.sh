@@ -5,8 +5,11 @@
 #    sharing the GPU (MPI, staged through host memory) equals 1 rank on the
 #    GPU (within 1e-5: only the summation order of the reductions differs);
 #  * head sizes 128 and 96 (one head): fp32 within 1e-4 of the CPU,
-#    bf16 within 3%; head size 40 ends both ranks with one line naming the
-#    sizes taken;
+#    bf16 within 3% (on the emulator also as a GPU whose blocks cannot have
+#    the tensor-core kernels' shared memory at 128: the CUDA-core ones);
+#    head size 40 ends both ranks with one line naming the sizes taken; (the
+#    emulator) a GPU of compute capability 7.5, or one the build has no code
+#    for, ends both ranks with one line;
 #  * bf16 (the default on cuda, with the default --attention auto: cuDNN's
 #    attention where it runs, else ours): 1 rank within 3% of the fp32 GPU losses
 #    (tolerance: tests/gpu/test_cuda_model.cpp); every strategy on 2 ranks,
@@ -89,6 +92,21 @@ for shape in "128 1" "96 1"; do
   compare "cpu_hs$hs" "gpu_fp32_hs$hs" 1e-4
   run "gpu_bf16_hs$hs" 1 --device cuda
   compare "gpu_fp32_hs$hs" "gpu_bf16_hs$hs" 0.03 loss
+  # As an L40S (compute capability 8.9, 99 KiB of shared memory a block; 8.6
+  # and 12.0 alike) at head size 128, our attention runs its CUDA-core
+  # kernels in bf16 (the tensor-core ones take 103 KiB), within 3% of fp32,
+  # and the log says so.
+  if [ -n "$emulated" ] && [ "$hs" = 128 ]; then
+    (export GPT_EMULATED_COMPUTE_CAPABILITY=8.9 GPT_EMULATED_SMEM_OPTIN=101376
+     run gpu_bf16_hs128_l40s 1 --device cuda --attention ours)
+    compare gpu_fp32_hs128 gpu_bf16_hs128_l40s 0.03 loss
+    want="attention: our CUDA-core kernels (on an H100 15-20x slower than the tensor-core ones), as the tensor-core"
+    want+=" ones cannot run here: at head size 128 their blocks take 103.0 KiB of shared memory, and this GPU"
+    want+=" (compute capability 8.9) gives a block 99.0 KiB; cuDNN's (--attention cudnn) may"
+    grep -qF "$want" "$work/gpu_bf16_hs128_l40s.log" ||
+      { echo "FAILED: head size 128 on 99 KiB a block: no line saying the CUDA-core kernels run"
+        cat "$work/gpu_bf16_hs128_l40s.log"; exit 1; }
+  fi
 done
 train=("${train32[@]}")
 # A head size the backend does not take (40): one line naming it and the ones it takes, and 2 ranks end.
@@ -214,6 +232,21 @@ if [ -n "$emulated" ]; then
     grep "^error: no CUDA device is visible on this node (" <<<"$out" | grep -qF "${case#*|}" ||
       { echo "FAILED: ${case%%|*}: no error line with: ${case#*|}"; echo "$out"; exit 1; }
   done
+  # A GPU older than compute capability 8.0, or one this build has no code
+  # for (built for other architectures): one line naming the GPU and what
+  # to do, and both ranks end.
+  gpu0="GPU 0 (emulated CUDA device, compute capability"
+  cases=("GPT_EMULATED_COMPUTE_CAPABILITY=7.5|error: $gpu0 7.5) is too old for --device cuda, which needs compute"
+         "GPT_EMULATED_NO_KERNEL_IMAGE=1|error: this build has no CUDA code for $gpu0 9.0) (cudaErrorNoKernelImageForDevice): it was built for CUDA architectures ")
+  for case in "${cases[@]}"; do
+    if out="$(env "${case%%|*}" "$mpirun" -np 2 "${train[@]}" --device cuda 2>&1)"; then
+      echo "FAILED: ${case%%|*}: the run did not stop"; echo "$out"; exit 1
+    fi
+    grep -F "${case#*|}" <<<"$out" | grep -q "^error: " ||
+      { echo "FAILED: ${case%%|*}: no error line beginning: ${case#*|}"; echo "$out"; exit 1; }
+  done
+  grep -q "; rebuild with scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90$" <<<"$out" ||
+    { echo "FAILED: no kernel image: the line does not say how to rebuild"; echo "$out"; exit 1; }
 fi
 # --strategy auto on cuda plans with the memory of the GPU each rank uses,
 # shared by the ranks on it (the least of any rank), and MFU's peak is the

@@ -20,6 +20,8 @@ SCRIPT = None
 FAKE_PTXAS = """#!/usr/bin/env python3
 import sys
 ptx = next(a for a in sys.argv[1:] if a.endswith(".ptx"))
+with open(ptx[:-4] + ".calls", "a") as calls:
+    calls.write(next(a for a in sys.argv[1:] if a.startswith("--gpu-name=")) + "\\n")
 sys.stderr.write(open(ptx[:-4] + ".usage").read())
 """
 
@@ -37,9 +39,11 @@ def entry(name, maxntid=None):
 
 
 class Rules(unittest.TestCase):
-    def run_check(self, kernels, launches, extra=()):
+    def run_check(self, kernels, launches, extra=(), archs=("sm_90",)):
         """kernels: (name, regs, static smem, spill, maxntid); launches:
-        (name, threads, dynamic smem, opt-in). Returns (exit status, output, report)."""
+        (name, threads, dynamic smem, opt-in); archs: each given the one PTX
+        file. Returns (exit status, output, report); self.ptxas_calls: the
+        --gpu-name of each ptxas run."""
         with tempfile.TemporaryDirectory() as d:
             ptxas = os.path.join(d, "ptxas")
             with open(ptxas, "w") as f:
@@ -57,20 +61,22 @@ class Rules(unittest.TestCase):
                     f.write("".join(f"{n} {t} {s} {o} 3\n" for n, t, s, o in launches))
             out = os.path.join(d, "report.json")
             r = subprocess.run([sys.executable, SCRIPT, "--ptxas", ptxas, "--logs", logs, "--json", out, *extra,
-                                f"sm_90={ptx}"], capture_output=True, text=True)
+                                *(f"{arch}={ptx}" for arch in archs)], capture_output=True, text=True)
+            calls = os.path.join(d, "k.calls")
+            self.ptxas_calls = open(calls).read().split() if os.path.exists(calls) else []
             report = None
             if os.path.exists(out):
                 with open(out) as f:
                     report = json.load(f)
             return r.returncode, r.stdout + r.stderr, report
 
-    def assert_violation(self, kernels, launches, text, extra=()):
-        rc, out, _ = self.run_check(kernels, launches, extra)
+    def assert_violation(self, kernels, launches, text, extra=(), archs=("sm_90",)):
+        rc, out, _ = self.run_check(kernels, launches, extra, archs)
         self.assertEqual(rc, 1, out)
         self.assertIn(text, out)
 
-    def assert_clean(self, kernels, launches, extra=()):
-        rc, out, report = self.run_check(kernels, launches, extra)
+    def assert_clean(self, kernels, launches, extra=(), archs=("sm_90",)):
+        rc, out, report = self.run_check(kernels, launches, extra, archs)
         self.assertEqual(rc, 0, out)
         return report
 
@@ -100,6 +106,29 @@ class Rules(unittest.TestCase):
         k = [("_Z1cv", 32, 16384, 0, None)]
         self.assert_clean(k, [("_Z1cv", 128, 1000, 227 * 1024 - 16384)])
         self.assert_violation(k, [("_Z1cv", 128, 1000, 227 * 1024 - 16383)], "above a block's 232448")
+
+    def test_smem_gated_kernels_are_not_run_where_a_block_cannot_have_their_memory(self):
+        # 8.9: 99 KiB a block (101376 bytes), 100 KiB an SM, 1536 threads.
+        k = [("_Z1fv", 128, 0, 0, 128)]
+        big = [("_Z1fv", 128, 105488, 105488)]
+        self.assert_clean(k, big)
+        self.assert_violation(k, big, "above a block's 101376", archs=("sm_89",))
+        report = self.assert_clean(k, big, ["--smem-gated", "^f$"], archs=("sm_89",))
+        row = report["archs"]["sm_89"]["launched"][0]
+        self.assertEqual((row["runs"], row["blocks_per_sm"], row["limited_by"]), (False, 0, "not run: shared memory"))
+        # At the limit it runs: one block (101376 + 1024 reserved = 100 KiB), 4 warps of 48.
+        report = self.assert_clean(k, [("_Z1fv", 128, 101376, 101376)], ["--smem-gated", "^f$"], archs=("sm_89",))
+        row = report["archs"]["sm_89"]["launched"][0]
+        self.assertEqual((row["runs"], row["blocks_per_sm"], row["occupancy"], row["limited_by"]),
+                         (True, 1, 0.083, "shared memory"))
+
+    def test_8_6_and_8_9_run_the_sm_80_code(self):
+        # One ptxas run for sm_80, whose counts the smaller SMs take (threads: 1536 / 256 = 6 blocks).
+        report = self.assert_clean([("_Z1av", 32, 0, 0, None)], [("_Z1av", 256, 0, 0)],
+                                   archs=("sm_80", "sm_86", "sm_89"))
+        self.assertEqual(self.ptxas_calls, ["--gpu-name=sm_80"])
+        self.assertEqual([report["archs"][a]["launched"][0]["blocks_per_sm"] for a in ("sm_80", "sm_86", "sm_89")],
+                         [8, 6, 6])
 
     def test_every_compiled_kernel_is_launched(self):
         k = [("_Z1av", 32, 0, 0, None), ("_Z1dv", 32, 0, 0, None)]

@@ -50,12 +50,48 @@ std::string device_name(int i) { return properties(i).name; }
 DeviceInfo device_info(int i) {
   const cudaDeviceProp prop = properties(i);
   static const char* hex = "0123456789abcdef";
-  DeviceInfo d{prop.name, int64_t(prop.totalGlobalMem), {}, prop.multiProcessorCount};
+  DeviceInfo d{prop.name, int64_t(prop.totalGlobalMem), {}, prop.multiProcessorCount, prop.major, prop.minor};
   for (char c : prop.uuid.bytes) {
     d.uuid += hex[(static_cast<unsigned char>(c) >> 4) & 15];
     d.uuid += hex[static_cast<unsigned char>(c) & 15];
   }
   return d;
+}
+
+// Compiled like every kernel of the backend, so whether the device runs it
+// says whether the build has code for the device.
+__global__ void probe_kernel() {}
+
+std::string build_cuda_architectures() {
+#ifdef GPT_CUDA_ARCHITECTURES
+  return GPT_CUDA_ARCHITECTURES;
+#else
+  return "unknown";
+#endif
+}
+
+std::string device_unusable_reason(int i) {
+  const cudaDeviceProp prop = properties(i);
+  const std::string cc = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  const std::string gpu = "GPU " + std::to_string(i) + " (" + prop.name + ", compute capability " + cc + ")";
+  if (prop.major < 8)
+    return gpu + " is too old for --device cuda, which needs compute capability 8.0 or newer (bf16 tensor cores): "
+                 "an A100, A10, L4, L40S, H100, H200, B200 or newer";
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaSetDevice(i);
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(probe_kernel));
+  cudaGetLastError();  // not sticky, but clear it for the next caller
+  cudaSetDevice(current);
+  if (err == cudaSuccess) return "";
+  const std::string rebuild = "rebuild with scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=" +
+                              std::to_string(prop.major) + std::to_string(prop.minor);
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction)
+    return "this build has no CUDA code for " + gpu + " (" + cudaGetErrorName(err) + "): it was built for CUDA " +
+           "architectures " + build_cuda_architectures() + "; " + rebuild;
+  return "CUDA cannot run this build's code on " + gpu + " (" + cudaGetErrorName(err) + ": " +
+         cudaGetErrorString(err) + "; built for CUDA architectures " + build_cuda_architectures() + "); " + rebuild;
 }
 
 }  // namespace gpt::cuda

@@ -26,7 +26,18 @@ struct DeviceInfo {
   std::string uuid;
   // cudaDeviceProp::multiProcessorCount: a MIG instance's share of its GPU.
   int sms = 0;
+  // Compute capability, e.g. 9.0 on an H100.
+  int major = 0, minor = 0;
 };
 DeviceInfo device_info(int i);
+// Why --device cuda cannot train on device i, in one line; "" when it can.
+// The backend needs compute capability 8.0 or newer (bf16 tensor cores,
+// cp.async), and this build must hold code the device runs: its own SM's,
+// or PTX of an older architecture for the driver to compile. A build for
+// "90" alone has none for an A100 (8.0), nor one for "80;90" for an
+// RTX 5090 (12.0 runs the 9.0 PTX, after the driver compiles it once).
+std::string device_unusable_reason(int i);
+// This build's CUDA architectures (CMAKE_CUDA_ARCHITECTURES), e.g. "80 90 100".
+std::string build_cuda_architectures();
 
 }  // namespace gpt::cuda

@@ -53,9 +53,13 @@ bool use_tensor_cores(AttentionKernel kernel, const AttentionShape& s, std::init
   if (kernel == AttentionKernel::kSimt) return false;
   bool ok = false;
   if constexpr (std::is_same_v<T, bf16>) ok = detail::attention_tensor_core_ok(s, ptrs.begin(), int(ptrs.size()));
-  if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok)
-    throw_error("tensor-core attention needs bf16, head size " + attention_head_sizes() +
-                ", C a multiple of 8, 16-byte aligned buffers and compute capability >= 8.0");
+  if ((kernel == AttentionKernel::kTensorCore || kernel == AttentionKernel::kTensorCoreWide) && !ok) {
+    std::string why = std::is_same_v<T, bf16> ? attention_tensor_cores_unavailable(s) : "the buffers are fp32";
+    throw_error("tensor-core attention cannot run: " + (why.empty() ? "a buffer is not 16-byte aligned" : why) +
+                " (it needs bf16, a head size of " + attention_head_sizes() +
+                ", C a multiple of 8, 16-byte aligned buffers, compute capability 8.0 or newer and the shared "
+                "memory its blocks take)");
+  }
   if (kernel == AttentionKernel::kTensorCoreWide && s.C / s.NH != 32 && s.C / s.NH != 64)
     throw_error("the wide tensor-core attention forward takes head sizes 32 and 64");
   return ok;

@@ -18,7 +18,9 @@
 //    (16 in the backward above 64); the fp32 path, and the reference the
 //    tensor-core kernels are tested and benchmarked against.
 // kAuto takes the tensor cores whenever they apply (bf16, C a multiple of 8,
-// 16-byte aligned pointers, compute capability >= 8.0). Their backward
+// 16-byte aligned pointers, compute capability >= 8.0, and the shared
+// memory their blocks take at the head size: see
+// attention_tensor_cores_unavailable). Their backward
 // recomputes the probabilities for dK/dV and, unless the caller's scratch
 // holds the stored score gradients (model/attention_ds.hpp), again for dQ.
 #pragma once
@@ -46,6 +48,14 @@ enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
 bool attention_supported(int64_t head_size);
 // The head sizes attention_supported() takes, for messages: "32, 48, ..., 128".
 std::string attention_head_sizes();
+
+// Why kAuto runs the CUDA-core kernels, not the tensor-core ones, for bf16
+// buffers (16-byte aligned) of shape s on the current device, in one line;
+// "" when it runs the tensor cores. Besides a shape they do not take, the
+// device: compute capability below 8.0, or less shared memory a block than
+// they take at this head size (attention_tc.hpp: at 128, 103 KiB, where
+// compute capability 8.6, 8.9 and 12.0 give 99 KiB).
+std::string attention_tensor_cores_unavailable(const AttentionShape& s);
 
 // out[B, T, C]; lse[B, NH, T] saved for backward. kTensorCore where it does
 // not apply is an error.

@@ -1,6 +1,8 @@
 // Launchers of the tensor-core attention kernels (attention_tc_kernels.cuh).
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 #include "model/attention_ds.hpp"
 #include "model/cuda/attention_tc.hpp"
@@ -70,16 +72,86 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
 
 }  // namespace
 
-bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs) {
+// The largest of the kernels' blocks at head size HS (the wide forward is
+// compiled at 32 and 64 only).
+template <int HS>
+constexpr int tensor_core_smem() {
+  int most = std::max({forward_smem<HS>(), dkv_smem<HS>(), dq_smem<HS>(), dq_from_ds_smem<HS>()});
+  if constexpr (HS == 32 || HS == 64) most = std::max(most, forward_wide_smem<HS>());
+  return most;
+}
+
+int64_t attention_tensor_core_smem(int64_t hs) {
+  int64_t bytes = 0;
+  with_head_size(hs, [&](auto h) { bytes = tensor_core_smem<decltype(h)::value>(); });
+  return bytes;
+}
+
+namespace {
+// What stops the tensor cores at a shape on a device, without building a
+// message (attention_tensor_core_ok runs on every call).
+enum class TcBlocker { kNone, kHeadSize, kWidth, kComputeCapability, kSharedMemory };
+struct TcDevice {
+  int device = 0, major = 0, smem_optin = 0;
+};
+// Queried on every call: attribute reads (no host sync, no driver work),
+// where a cache would have to follow cudaSetDevice.
+TcDevice current_device() {
+  TcDevice d;
+  GPT_CUDA_OK(cudaGetDevice(&d.device));
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, d.device));
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d.device));
+  return d;
+}
+TcBlocker tc_blocker(const AttentionShape& s, const TcDevice& d) {
   const int64_t hs = s.C / s.NH;
-  if (!attention_supported(hs) || s.C % 8 != 0) return false;
+  if (!attention_supported(hs)) return TcBlocker::kHeadSize;
+  if (s.C % 8 != 0) return TcBlocker::kWidth;
+  if (d.major < 8) return TcBlocker::kComputeCapability;
+  if (attention_tensor_core_smem(hs) > d.smem_optin) return TcBlocker::kSharedMemory;
+  return TcBlocker::kNone;
+}
+std::string kib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
+  return buf;
+}
+}  // namespace
+
+bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs) {
   for (int k = 0; k < nptrs; ++k)
     if (reinterpret_cast<uintptr_t>(ptrs[k]) % 16 != 0) return false;
-  int device = 0, major = 0;
-  GPT_CUDA_OK(cudaGetDevice(&device));
-  GPT_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 8;
+  return tc_blocker(s, current_device()) == TcBlocker::kNone;
 }
+
+}  // namespace gpt::cuda::detail
+
+namespace gpt::cuda {
+
+std::string attention_tensor_cores_unavailable(const AttentionShape& s) {
+  using detail::TcBlocker;
+  const detail::TcDevice d = detail::current_device();
+  const int64_t hs = s.C / s.NH;
+  int minor = 0;
+  GPT_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d.device));
+  const std::string cc = std::to_string(d.major) + "." + std::to_string(minor);
+  switch (detail::tc_blocker(s, d)) {
+    case TcBlocker::kNone: return "";
+    case TcBlocker::kHeadSize:
+      return "head size " + std::to_string(hs) + " (supported: " + attention_head_sizes() + ")";
+    case TcBlocker::kWidth: return "C = " + std::to_string(s.C) + " is not a multiple of 8";
+    case TcBlocker::kComputeCapability: return "compute capability " + cc + " (8.0 or newer needed)";
+    case TcBlocker::kSharedMemory:
+      return "at head size " + std::to_string(hs) + " their blocks take " +
+             detail::kib(detail::attention_tensor_core_smem(hs)) + " of shared memory, and this GPU (compute "
+             "capability " + cc + ") gives a block " + detail::kib(d.smem_optin);
+  }
+  return "";
+}
+
+}  // namespace gpt::cuda
+
+namespace gpt::cuda::detail {
 
 void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
                           bool wide) {

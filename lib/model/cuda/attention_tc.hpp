@@ -36,9 +36,15 @@ void with_head_size(int64_t hs, F&& f) {
   }
 }
 
-// bf16 storage, a head size attention_supported() takes, C a multiple of 8 and every pointer
-// 16-byte aligned (the kernels move 16-byte vectors), device of compute
-// capability 8.0 or newer.
+// Bytes of shared memory a block of the tensor-core kernels takes at head
+// size hs (attention_supported()): the most any of them takes, forward or
+// backward. 103 KiB at 128, more than the 99 KiB a block may have on
+// compute capability 8.6, 8.9 and 12.0 (A10, L4, L40S, RTX 30/40/50).
+int64_t attention_tensor_core_smem(int64_t hs);
+
+// The shape and the current device (attention_tensor_cores_unavailable),
+// bf16 storage, and every pointer 16-byte aligned (the kernels move
+// 16-byte vectors). Allocates nothing: called on every attention call.
 bool attention_tensor_core_ok(const AttentionShape& s, const void* const* ptrs, int nptrs);
 
 // wide: 128-query tiles (forward_wide_kernel) instead of 64.

@@ -211,6 +211,9 @@ class CudaBackend final : public DeviceBackend {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
     return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
   }
+  std::string tensor_core_attention_unavailable(int B, int T, int C, int NH) override {
+    return pt_ == DType::kBF16 ? cuda::attention_tensor_cores_unavailable(cuda::AttentionShape{B, T, C, NH}) : "";
+  }
 
  private:
   DType pt_;
@@ -227,6 +230,7 @@ class CudaBackend final : public DeviceBackend {
 std::unique_ptr<DeviceBackend> make_device_backend(const std::optional<RankGpu>& gpu, bool allow_sharing,
                                                    DType param_dtype, MemoryTracker* tracker) {
   if (!gpu) throw ConfigError(cuda::no_device_reason());
+  if (std::string why = cuda::device_unusable_reason(gpu->device); !why.empty()) throw ConfigError(why);
   if (gpu->ranks > 1 && !allow_sharing)
     throw ConfigError(fmt::format("{} ranks on this node use the same GPU ({}, device {} here): launch one rank per "
                                   "GPU, or allow sharing (several ranks per GPU, MPI communicator)",

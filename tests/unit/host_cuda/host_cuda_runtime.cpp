@@ -95,6 +95,13 @@ cudaError_t cudaGetLastError() {
 // bytes (only reported: host_cuda::set_device_memory is what caps
 // allocations) and GPT_EMULATED_DEVICE_SMS (default 132, an H100's); and
 // which physical GPU a device is (its UUID): GPT_EMULATED_GPU_PER_RANK.
+// Another GPU's kind, read on every query (a test may change it between
+// calls): GPT_EMULATED_COMPUTE_CAPABILITY as "8.9" (what the device
+// reports; the kernels run all the same) and GPT_EMULATED_SMEM_OPTIN, the
+// shared memory a block may opt into in bytes (101376 on compute
+// capability 8.6, 8.9 and 12.0): cudaFuncSetAttribute refuses more, as a
+// GPU does. GPT_EMULATED_NO_KERNEL_IMAGE=1: the build has no code for the
+// device (cudaFuncGetAttributes fails as CUDA's does).
 namespace {
 // An integer environment variable, or `fallback` where it is unset or empty.
 int env_int(const char* name, int fallback) {
@@ -117,6 +124,19 @@ size_t reported_memory(size_t capacity) {
   const char* v = std::getenv("GPT_EMULATED_DEVICE_MEMORY");
   const unsigned long long bytes = v ? std::strtoull(v, nullptr, 10) : 0;
   return bytes > 0 ? size_t(bytes) : capacity;
+}
+struct ComputeCapability {
+  int major = 9, minor = 0;
+};
+ComputeCapability compute_capability() {
+  ComputeCapability cc;
+  const char* v = std::getenv("GPT_EMULATED_COMPUTE_CAPABILITY");
+  if (v && *v && std::sscanf(v, "%d.%d", &cc.major, &cc.minor) != 2) cc = {};
+  return cc;
+}
+size_t smem_optin() {
+  const int v = env_int("GPT_EMULATED_SMEM_OPTIN", 0);
+  return v > 0 ? std::min(size_t(v), emulated_cuda::kSmemCapacity) : emulated_cuda::kSmemCapacity;
 }
 thread_local int g_device = 0;
 bool valid_device(int d) { return d >= 0 && d < device_count(); }
@@ -155,31 +175,42 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
   const int physical = d + (env_int("GPT_EMULATED_GPU_PER_RANK", 0) == 1 && local >= 0 ? 1000 * (1 + local) : 0);
   std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = compute_capability().major;
+  prop->minor = compute_capability().minor;
   const int sms = env_int("GPT_EMULATED_DEVICE_SMS", 132);
   prop->multiProcessorCount = sms > 0 ? sms : 132;
   {
     std::lock_guard lk(g_mu);
     prop->totalGlobalMem = reported_memory(g_capacity);
   }
-  prop->sharedMemPerBlockOptin = emulated_cuda::kSmemCapacity;
+  prop->sharedMemPerBlockOptin = smem_optin();
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
   if (!valid_device(d)) return g_last = cudaErrorInvalidDevice;
   switch (attr) {
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = compute_capability().major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = compute_capability().minor; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(smem_optin()); return cudaSuccess;
     case cudaDevAttrL2CacheSize: *value = 50 << 20; return cudaSuccess;  // an H100's
     default: return g_last = cudaErrorInvalidValue;
   }
 }
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return g_last = cudaErrorInvalidValue;
-  if (value < 0 || size_t(value) > emulated_cuda::kSmemCapacity) return g_last = cudaErrorInvalidValue;
+  if (value < 0 || size_t(value) > smem_optin()) return g_last = cudaErrorInvalidValue;
   std::lock_guard lk(g_mu);
   emulated_cuda::g_smem_opt_in[kernel] = size_t(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void*) {
+  *attr = cudaFuncAttributes{};
+  if (env_int("GPT_EMULATED_NO_KERNEL_IMAGE", 0) == 1) return g_last = cudaErrorNoKernelImageForDevice;
+  const ComputeCapability cc = compute_capability();
+  attr->binaryVersion = attr->ptxVersion = 10 * cc.major + cc.minor;
+  attr->maxThreadsPerBlock = 1024;
+  attr->maxDynamicSharedSizeBytes = 48 * 1024;  // before an opt-in
   return cudaSuccess;
 }
 
@@ -219,6 +250,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
     default: return "host CUDA runtime error";
   }
 }
@@ -228,6 +260,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoKernelImageForDevice: return "cudaErrorNoKernelImageForDevice";
     default: return "cudaErrorUnknown";
   }
 }
