@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
       if (const int64_t memory = gpu_memory_bytes(gpu); memory > 0) c.device_memory = memory;
       if (const double bw = gpu_ring_bandwidth(gpu); bw > 0) c.intra_bw = bw;
       if (c.peak_flops == 0 && peak_tflops == 0)
-        throw ConfigError(fmt::format("unknown gpu = '{}': expected a name containing one of {}; or give "
+        throw ConfigError(fmt::format("unknown gpu = '{}': expected a name holding one of {} as words; or give "
                                       "--peak-tflops (and --device-mem, --intra-gbps)",
                                       gpu, gpu_names()));
     }

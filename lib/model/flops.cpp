@@ -1,5 +1,6 @@
 #include "model/flops.hpp"
 
+#include <cctype>
 #include <regex>
 
 namespace gpt {
@@ -25,9 +26,14 @@ double train_flops_per_token(const GPTConfig& c, int seq_len) {
 namespace gpt {
 
 namespace {
-// Most specific first: "H100 PCIe" must not match the SXM row, nor "GH200"
-// the H200's, nor an L40S or L40 the L4's. A GB200's GPU takes the B200's
-// row (its 1200 W peak is 2500).
+// A key matches where the name holds it as whole words (no letter or digit
+// either side): "NVIDIA A100-SXM4-40GB" is an A100, "NVIDIA RTX A1000"
+// neither an A100 nor an A10, "NVIDIA A10G" (AWS's, slower) not an A10.
+// Most specific first: "H100 PCIe" must not match the SXM row. A GB200's
+// GPU takes the B200's figures (its 1200 W peak is 2500). The GeForce and
+// RTX workstation rows: bf16 with fp32 accumulation (a GeForce card's
+// tensor cores run it at half their fp16-accumulate rate); their laptop
+// parts (clocked lower) are not these rows.
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -48,10 +54,22 @@ constexpr GpuRow kGpus[] = {
     {"B200", 2250e12, 80e12, 180, false, 900, 6, 148},    {"H100", 989e12, 67e12, 80, false, 450, 5, 132},
     {"A100", 312e12, 19.5e12, 80, true, 300, 4, 108},     {"L40S", 362e12, 91.6e12, 48, false, 0, 4, 142},
     {"L40", 181e12, 90.5e12, 48, false, 0, 4, 142},       {"A10", 125e12, 31.2e12, 24, false, 0, 4, 72},
-    {"L4", 121e12, 30.3e12, 24, false, 0, 4, 58},         {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80}};
+    {"L4", 121e12, 30.3e12, 24, false, 0, 4, 58},         {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80},
+    {"GB200", 2250e12, 80e12, 180, false, 900, 6, 148},   {"A40", 149.7e12, 37.4e12, 48, false, 0, 4, 84},
+    {"RTX A6000", 154.8e12, 38.7e12, 48, false, 0, 4, 84}, {"RTX 6000 Ada", 364.2e12, 91.1e12, 48, false, 0, 4, 142},
+    {"RTX 4090", 165.2e12, 82.6e12, 24, false, 0, 4, 128}, {"RTX 5090", 209.5e12, 104.8e12, 32, false, 0, 5, 170}};
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool holds_words(const std::string& name, const std::string& key) {
+  for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {
+    const size_t end = at + key.size();
+    if ((at == 0 || !word_char(name[at - 1])) && (end == name.size() || !word_char(name[end]))) return true;
+  }
+  return false;
+}
 const GpuRow* find_gpu(const std::string& name) {
+  if (holds_words(name, "Laptop") || holds_words(name, "Max-Q")) return nullptr;
   for (const GpuRow& row : kGpus)
-    if (name.find(row.key) != std::string::npos) return &row;
+    if (holds_words(name, row.key)) return &row;
   return nullptr;
 }
 }  // namespace

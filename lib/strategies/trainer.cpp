@@ -928,7 +928,7 @@ struct Trainer::Impl {
            "other shapes",
            cfg.micro_batch, cfg.seq_len);
     else if (backend && param_dtype == DType::kBF16 && !tensor_core_note.empty())
-      warn0("attention: our CUDA-core kernels (on an H100 15-20x slower than the tensor-core ones), as the "
+      warn0("attention: our CUDA-core kernels (on an H100 14-22x slower than the tensor-core ones), as the "
             "tensor-core ones cannot run here: {}; cuDNN's (--attention cudnn) may",
             tensor_core_note);
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)

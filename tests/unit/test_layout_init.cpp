@@ -272,6 +272,22 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("NVIDIA H200 NVL"), 141 * GiB);
   EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true), 0);
   EXPECT_EQ(gpu_memory_bytes("emulated CUDA device"), 0);
+  // Keys match whole words: another model whose name holds one is not it.
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GB200", true), 2250e12);  // B200's figures, its own row
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX A1000", true), 0);   // neither an A100 nor an A10
+  EXPECT_EQ(gpu_peak_flops("NVIDIA A10G", true), 0);        // AWS's A10G is not an A10
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX A4000", true), 0);   // not an A40
+  EXPECT_EQ(gpu_peak_flops("Quadro RTX 6000", true), 0);    // Turing, not the Ada card
+  EXPECT_EQ(gpu_peak_flops("NVIDIA A40", true), 149.7e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX A6000", true), 154.8e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX 6000 Ada Generation", true), 364.2e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090", true), 165.2e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090", false), 82.6e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA GeForce RTX 5090"), 32 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090", true), 209.5e12);
+  // A laptop part is clocked lower than its desktop namesake: unknown.
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090 Laptop GPU", true), 0);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090 Max-Q", true), 0);
 }
 
 // A MIG instance's peak is its share of its GPU's multiprocessors; a count
@@ -298,6 +314,9 @@ TEST(GpuTable, RingBandwidthByDeviceName) {
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100-SXM4-40GB"), 240e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("Tesla V100-SXM2-16GB"), 120e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H100 PCIe"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GB200"), 720e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GeForce RTX 5090"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA RTX 6000 Ada Generation"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H100 NVL"), 51.2e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H200 NVL"), 51.2e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A100 80GB PCIe"), 25.6e9);
