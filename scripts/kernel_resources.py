@@ -200,14 +200,14 @@ def main():
             if dyn > max_dynamic:
                 errors.append(f"{arch}: {k}: {dyn} bytes of dynamic shared memory, above the {max_dynamic} it may "
                               f"have ({static} static, opt-in {opt_in or 'none'})")
-            if opt_in and opt_in + static > lim["smem_per_block_optin"] and a.smem_gated and \
-                    re.search(a.smem_gated, k):
-                rows.append(dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
-                                 static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],
-                                 spill_bytes=u["spill_stores"] + u["spill_loads"], launches=count, runs=False,
-                                 blocks_per_sm=0, occupancy=0, limited_by="not run: shared memory"))
-                continue
+            row = dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
+                       static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],
+                       spill_bytes=u["spill_stores"] + u["spill_loads"], launches=count)
             if opt_in and opt_in + static > lim["smem_per_block_optin"]:
+                if a.smem_gated and re.search(a.smem_gated, k):
+                    rows.append(dict(row, runs=False, blocks_per_sm=0, occupancy=0,
+                                     limited_by="not run: shared memory"))
+                    continue
                 errors.append(f"{arch}: {k}: opts into {opt_in} bytes of dynamic shared memory; with {static} "
                               f"static, above a block's {lim['smem_per_block_optin']}")
             blocks, occ, limiter = occupancy(lim, threads, u["regs"], static + dyn)
@@ -217,10 +217,7 @@ def main():
                               f"requested")
             elif blocks < 1:
                 errors.append(f"{arch}: {k}: no block of it fits on an SM (limited by {limiter})")
-            rows.append(dict(kernel=k, mangled=name, threads=threads, launch_bounds=bound, registers=u["regs"],
-                             static_smem=static, dynamic_smem=dyn, smem_opt_in=opt_in, stack=u["stack"],
-                             spill_bytes=u["spill_stores"] + u["spill_loads"], launches=count,
-                             runs=True, blocks_per_sm=blocks, occupancy=round(occ, 3), limited_by=limiter))
+            rows.append(dict(row, runs=True, blocks_per_sm=blocks, occupancy=round(occ, 3), limited_by=limiter))
         launched = {r["mangled"] for r in rows}
         unlaunched = sorted(short(pretty.get(n, n)) for n in usage if n not in launched)
         for k in unlaunched:

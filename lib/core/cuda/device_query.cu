@@ -50,7 +50,7 @@ std::string device_name(int i) { return properties(i).name; }
 DeviceInfo device_info(int i) {
   const cudaDeviceProp prop = properties(i);
   static const char* hex = "0123456789abcdef";
-  DeviceInfo d{prop.name, int64_t(prop.totalGlobalMem), {}, prop.multiProcessorCount, prop.major, prop.minor};
+  DeviceInfo d{prop.name, int64_t(prop.totalGlobalMem), {}, prop.multiProcessorCount};
   for (char c : prop.uuid.bytes) {
     d.uuid += hex[(static_cast<unsigned char>(c) >> 4) & 15];
     d.uuid += hex[static_cast<unsigned char>(c) & 15];

@@ -26,8 +26,6 @@ struct DeviceInfo {
   std::string uuid;
   // cudaDeviceProp::multiProcessorCount: a MIG instance's share of its GPU.
   int sms = 0;
-  // Compute capability, e.g. 9.0 on an H100.
-  int major = 0, minor = 0;
 };
 DeviceInfo device_info(int i);
 // Why --device cuda cannot train on device i, in one line; "" when it can.

@@ -175,8 +175,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
   const int physical = d + (env_int("GPT_EMULATED_GPU_PER_RANK", 0) == 1 && local >= 0 ? 1000 * (1 + local) : 0);
   std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
-  prop->major = compute_capability().major;
-  prop->minor = compute_capability().minor;
+  const ComputeCapability cc = compute_capability();
+  prop->major = cc.major;
+  prop->minor = cc.minor;
   const int sms = env_int("GPT_EMULATED_DEVICE_SMS", 132);
   prop->multiProcessorCount = sms > 0 ? sms : 132;
   {
