@@ -13,6 +13,7 @@
 //                   [--recompute none|gelu|gelu-ln] [--gemm-autotune N]
 //                   [--attention-ds-mib MIB | --attention-ds-in-l2]
 //                   [--attention-wide-forward] [--attention-cudnn]
+//                   [--bias-grad-epilogue]
 // With --gemm-autotune N (N > 1) the first step times up to N of
 // cuBLASLt's algorithms per GEMM shape and keeps the fastest (Matmul::
 // set_autotune); the row is "ours-autotune" and its JSON lists, per shape,
@@ -27,7 +28,10 @@
 // attention_wide_forward), "-wide-fwd". Those two rows say, at the level of
 // the whole step, whether either should become the trainer's default.
 // With --attention-cudnn the blocks run cuDNN's fused attention
-// (gpt_train --attention cudnn), "ours-cudnn-attention".
+// (gpt_train --attention cudnn), "ours-cudnn-attention". With
+// --bias-grad-epilogue the bias gradients come from the dW products'
+// cuBLASLt epilogue (Matmul::set_bias_grad_epilogue), "-bgradb": whether
+// it should replace the bias-gradient kernel.
 #include <array>
 #include <cstdio>
 #include <random>
@@ -67,6 +71,7 @@ struct Args : bench::Shape {
   int gemm_autotune = 0;
   int attention_ds_mib = int(kAttentionDsDefaultBytes >> 20);
   bool attention_ds_in_l2 = false, attention_wide_forward = false, attention_cudnn = false;
+  bool bias_grad_epilogue = false;
 };
 
 template <typename T>
@@ -79,6 +84,7 @@ nlohmann::json run(const Args& a) {
   cuda::DeviceAllocator alloc(&tracker);
   cuda::Matmul mm(&alloc);
   mm.set_autotune(a.gemm_autotune);
+  mm.set_bias_grad_epilogue(a.bias_grad_epilogue);
   cuda::DeviceReplicatedState<T> st = bench::initial_state<T>(layout, &alloc, stream);
   GPTOptions opt;
   opt.max_batch = a.batch;
@@ -164,12 +170,14 @@ nlohmann::json run(const Args& a) {
   if (a.attention_ds_in_l2) impl += "-ds-in-l2";
   if (a.attention_wide_forward) impl += "-wide-fwd";
   if (a.attention_cudnn) impl += "-cudnn-attention";
+  if (a.bias_grad_epilogue) impl += "-bgradb";
   nlohmann::json j = {{"impl", impl}, {"gemm_autotune", a.gemm_autotune},
                       {"attention_ds_mib", opt.attention_ds_budget >> 20},
                       {"attention_ds_bytes", bf16 ? attention_ds_bytes(a.batch, a.seq, cfg.n_head,
                                                                        opt.attention_ds_budget) : 0},
                       {"attention_wide_forward", a.attention_wide_forward},
                       {"attention_cudnn", a.attention_cudnn},
+                      {"bias_grad_epilogue", a.bias_grad_epilogue},
                       {"device", dev}, {"model", a.model}, {"precision", a.precision},
                       {"batch", a.batch}, {"seq", a.seq}, {"steps", a.steps}, {"activation_checkpointing", a.checkpointing},
                       {"recompute", a.recompute},
@@ -254,6 +262,8 @@ int main(int argc, char** argv) {
       ->excludes("--attention-ds-mib")
       ->excludes("--attention-ds-in-l2")
       ->excludes("--attention-wide-forward");
+  app.add_flag("--bias-grad-epilogue", a.bias_grad_epilogue,
+               "bias gradients in the dW products' cuBLASLt epilogue (BGRADB) instead of their own kernel");
   CLI11_PARSE(app, argc, argv);
   return bench::run_on_gpu([&] { return a.precision == "bf16" ? run<cuda::bf16>(a) : run<float>(a); });
 }

@@ -114,7 +114,14 @@ wf = [x for x in r["rows"] if x["impl"] == "ours-wide-fwd"]
 assert len(wf) == 1 and wf[0]["attention_wide_forward"] and not ours["attention_wide_forward"], wf
 assert abs(wf[0]["final_loss"] - ours["final_loss"]) < 1e-3 * ours["final_loss"], \
     (wf[0]["final_loss"], ours["final_loss"])
-print("final losses: ours", ours["final_loss"], "dS in L2", l2[0]["final_loss"], "wide forward", wf[0]["final_loss"])
+# The bias gradients from the dW products' epilogue (BGRADB; the host cuBLASLt's sums in double, rounded to
+# bf16 once more): the same training up to rounding.
+bg = [x for x in r["rows"] if x["impl"] == "ours-bgradb"]
+assert len(bg) == 1 and bg[0]["bias_grad_epilogue"] and not ours["bias_grad_epilogue"], bg
+assert abs(bg[0]["final_loss"] - ours["final_loss"]) < 1e-3 * ours["final_loss"], \
+    (bg[0]["final_loss"], ours["final_loss"])
+print("final losses: ours", ours["final_loss"], "dS in L2", l2[0]["final_loss"], "wide forward", wf[0]["final_loss"],
+      "bias-gradient epilogue", bg[0]["final_loss"])
 assert "gemm_tune" not in ours, ours
 phases = ours["phases"]
 assert [p["phase"] for p in phases] == ["forward", "head", "backward", "optimizer"], phases

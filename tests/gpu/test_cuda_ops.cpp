@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +114,42 @@ TYPED_TEST(CudaOps, LinearBackwardWithGeluGradient) {
     expect_close<T>(db.download(), db_ref, "dbias accumulated");
     dx.check_guards();
     dxg.check_guards();
+    dw.check_guards();
+    db.check_guards();
+  }
+}
+
+// The bias gradient from the dW product's BGRADB epilogue
+// (Matmul::set_bias_grad_epilogue): what this GPU's cuBLASLt gives at the
+// Matmul's check (printed for the record), the epilogue taken exactly when
+// the check finds it exact, and dW and dbias equal to the CPU's either way,
+// added into what they held, at a shape off the GEMM tiles and at one on them.
+TYPED_TEST(CudaOps, BiasGradientEpilogue) {
+  using T = TypeParam;
+  using R = Matmul::BiasGradCheck;
+  MemoryTracker tracker;
+  DeviceAllocator alloc(&tracker);
+  Matmul mm(&alloc);
+  mm.set_bias_grad_epilogue(true);
+  int64_t calls = 0;
+  for (const auto [N, C, OC] : {std::array<int64_t, 3>{66, 64, 160}, std::array<int64_t, 3>{256, 128, 384}}) {
+    SCOPED_TRACE(testing::Message() << "N " << N << " C " << C << " OC " << OC);
+    auto x = input<T>(N * C, 1.f, 11), w = input<T>(OC * C, 0.1f, 12), dy = input<T>(N * OC, 1.f, 13);
+    auto dw0 = input<T>(OC * C, 0.1f, 14), db0 = input<T>(OC, 0.1f, 15);
+    std::vector<float> dx_ref(N * C), dw_ref = dw0, db_ref = db0;
+    cpu::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dy.data(), x.data(), w.data(), N, C, OC);
+    Dev<T> dx_(x), dw_(w), ddy(dy), dx(N * C), dw(dw0), db(db0);
+    mm.linear_backward(dx.data(), dw.data(), db.data(), ddy.data(), dx_.data(), dw_.data(), N, C, OC, nullptr);
+    const R verdict = mm.bias_grad_check<T>();
+    std::printf("bias-gradient epilogue (%s): %s\n", std::is_same_v<T, float> ? "fp32" : "bf16",
+                verdict == R::kExact ? "exact" : verdict == R::kDiffers ? "differs" : "no algorithm");
+    EXPECT_NE(verdict, R::kNotRun);
+    calls += verdict == R::kExact;
+    EXPECT_EQ(mm.epilogue_bias_grads(), calls);
+    expect_close<T>(dx.download(), dx_ref, "dinp");
+    expect_close<T>(dw.download(), dw_ref, "dw accumulated");
+    expect_close<T>(db.download(), db_ref, "dbias accumulated");
+    dx.check_guards();
     dw.check_guards();
     db.check_guards();
   }
@@ -401,11 +438,14 @@ TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
       const AttentionShape s{2, 75, hs, 1};
       const std::string why = attention_tensor_cores_unavailable(s);
       EXPECT_EQ(why.empty(), fits) << why;
-      if (kind.cc && std::string(kind.cc) == "8.9")
+      if (kind.cc && std::string(kind.cc) == "8.9") {
         EXPECT_EQ(why, hs == 128 ? "at head size 128 their blocks take 103.0 KiB of shared memory, and this GPU "
                                    "(compute capability 8.9) gives a block 99.0 KiB"
                                  : "");
-      if (kind.cc && std::string(kind.cc) == "7.5") EXPECT_EQ(why, "compute capability 7.5 (8.0 or newer needed)");
+      }
+      if (kind.cc && std::string(kind.cc) == "7.5") {
+        EXPECT_EQ(why, "compute capability 7.5 (8.0 or newer needed)");
+      }
       auto qkv = input<bf16>(s.B * s.T * 3 * hs, 1.f, 40 + hs), dy = input<bf16>(s.B * s.T * hs, 1.f, 50 + hs);
       Dev<bf16> gqkv(qkv), gdy(dy);
       const int64_t scratch_floats = attention_backward_scratch(s, int64_t(1) << 30);

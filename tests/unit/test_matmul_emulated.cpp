@@ -318,6 +318,63 @@ TEST(GeluEpilogueJudge, ToleranceAndFailures) {
   }
 }
 
+// The bias gradient through cuBLASLt's BGRADB epilogue of the dW product
+// (set_bias_grad_epilogue): dbias and dW equal the CPU's and the kernel
+// path's, added into what they held (the epilogue overwrites its vector),
+// with the epilogue taking every bias gradient after its check passes
+// (twice: dbias accumulates over micro-batches), and nothing changing where
+// only one of dW and dbias is wanted. A library whose epilogue adds to its
+// vector, sums the wrong operand or has no algorithm fails the check (a
+// check that always passed would fail those dbias values), and the kernel
+// computes the same values.
+TYPED_TEST(EmulatedMatmul, BiasGradientEpilogue) {
+  using T = TypeParam;
+  using R = Matmul::BiasGradCheck;
+  const int64_t OC = 40;
+  const Layer l = layer<T>(OC, 60);
+  const auto dout = rounded<T>(randn(kN * OC, 1.f, 63));
+  const auto dw0 = rounded<T>(randn(OC * kC, 1.f, 64)), db0 = rounded<T>(randn(OC, 1.f, 65));
+  std::vector<float> dx(kN * kC), dw = dw0, db = db0;
+  for (int micro = 0; micro < 2; ++micro)
+    cpu::linear_backward(dx.data(), dw.data(), db.data(), dout.data(), l.x.data(), l.w.data(), kN, kC, OC);
+  struct Case {
+    const char* name;
+    bool adds, sums_a, refused;
+    R want;
+  };
+  for (const Case& k : {Case{"as documented", false, false, false, R::kExact},
+                        Case{"adds to its vector", true, false, false, R::kDiffers},
+                        Case{"sums A", false, true, false, R::kDiffers},
+                        Case{"no algorithm", false, false, true, R::kNoAlgorithm}}) {
+    SCOPED_TRACE(k.name);
+    host_cublaslt::hooks() = {};
+    host_cublaslt::hooks().bgradb_adds = k.adds;
+    host_cublaslt::hooks().bgradb_sums_a = k.sums_a;
+    host_cublaslt::hooks().refuse_bgradb_heuristic = k.refused;
+    Matmul mm(&this->alloc);
+    mm.set_bias_grad_epilogue(true);
+    EXPECT_EQ(mm.bias_grad_check<T>(), R::kNotRun);
+    Buf<T> x(&this->alloc, l.x), w(&this->alloc, l.w), go(&this->alloc, dout), gdx(&this->alloc, kN * kC);
+    Buf<T> gdw(&this->alloc, dw0), gdb(&this->alloc, db0), only_dw(&this->alloc, dw0), only_db(&this->alloc, db0);
+    for (int micro = 0; micro < 2; ++micro)
+      mm.linear_backward<T>(gdx.data(), gdw.data(), gdb.data(), go.data(), x.data(), w.data(), kN, kC, OC, nullptr);
+    EXPECT_EQ(mm.bias_grad_check<T>(), k.want);
+    EXPECT_EQ(mm.epilogue_bias_grads(), k.want == R::kExact ? 2 : 0);
+    EXPECT_LE(rel_error(gdx.values(), dx), tolerance<T>()) << "dinp";
+    EXPECT_LE(rel_error(gdw.values(), dw), tolerance<T>()) << "dW";
+    EXPECT_LE(rel_error(gdb.values(), db), tolerance<T>()) << "dbias";
+    // One of the two: no epilogue (it needs the dW product), the same values as the kernel path.
+    mm.linear_backward<T>(nullptr, only_dw.data(), nullptr, go.data(), x.data(), w.data(), kN, kC, OC, nullptr);
+    mm.linear_backward<T>(nullptr, nullptr, only_db.data(), go.data(), x.data(), w.data(), kN, kC, OC, nullptr);
+    EXPECT_EQ(mm.epilogue_bias_grads(), k.want == R::kExact ? 2 : 0);
+    std::vector<float> dw1 = dw0, db1 = db0;
+    cpu::linear_backward(static_cast<float*>(nullptr), dw1.data(), db1.data(), dout.data(), l.x.data(), l.w.data(),
+                         kN, kC, OC);
+    EXPECT_LE(rel_error(only_dw.values(), dw1), tolerance<T>()) << "dW alone";
+    EXPECT_LE(rel_error(only_db.values(), db1), tolerance<T>()) << "dbias alone";
+  }
+}
+
 // After the first call of a shape no descriptor is built and the heuristic
 // is not asked again; a new shape or pointer alignment gets its own plan.
 TYPED_TEST(EmulatedMatmul, PlansAreCached) {

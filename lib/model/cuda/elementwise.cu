@@ -65,6 +65,7 @@ template void convert<float, float>(float*, const float*, int64_t, cudaStream_t)
 template void convert<float, double>(float*, const double*, int64_t, cudaStream_t);
 template void accumulate<float, float>(float*, const float*, int64_t, cudaStream_t);
 template void accumulate<float, bf16>(float*, const bf16*, int64_t, cudaStream_t);
+template void accumulate<bf16, bf16>(bf16*, const bf16*, int64_t, cudaStream_t);
 template void sum_squares<float>(const float*, int64_t, double*, double*, cudaStream_t);
 template void sum_squares<bf16>(const bf16*, int64_t, double*, double*, cudaStream_t);
 template void sum_squares<float>(const float* const*, const int64_t*, int, double*, double*, cudaStream_t);

@@ -18,7 +18,8 @@ namespace gpt::cuda {
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t s);
 
-// acc[i] += src[i] in fp32. Acc: float; Src: float or bf16.
+// acc[i] += src[i] in fp32 (rounded once to Acc). Acc, Src: float, float;
+// float, bf16; bf16, bf16.
 template <typename Acc, typename Src>
 void accumulate(Acc* acc, const Src* src, int64_t n, cudaStream_t s);
 

@@ -17,7 +17,8 @@
 // Descriptors, layouts and the chosen algorithm are cached per shape (and
 // pointer alignment class): after the first step no descriptor is built.
 // Bias gradients are column sums in a fixed order (deterministic), added to
-// the gradient (+=) as every backward here does.
+// the gradient (+=) as every backward here does; or, with
+// set_bias_grad_epilogue, cuBLASLt's BGRADB epilogue of the dW product.
 #pragma once
 
 #include <cublasLt.h>
@@ -66,6 +67,29 @@ class Matmul {
 
   // Tests: turn the fused epilogues off to check the fallback path.
   void set_fusion(bool on) { fusion_ = on; }
+
+  // Bias gradients in the dW product's epilogue (cuBLASLt's BGRADB, as
+  // PyTorch's fused linear backward and Transformer Engine take them)
+  // instead of bias_grad's kernel, which reads dout once more: on an H100
+  // at gpt2-124m, B=16, that kernel is 48 launches and 1.49 ms of a 32.35 ms
+  // step. Off by default until a GPU measures whether the epilogue slows
+  // the dW products by less (bench_gpu_train --bias-grad-epilogue). The
+  // epilogue overwrites a vector of D's type, so it writes a scratch vector
+  // that one small kernel adds into dbias in fp32 (in bf16 one rounding more
+  // than the kernel's fp32 sums; PyTorch's bias gradients have it too), and
+  // its summation order is cuBLASLt's. Before its first use in a type, a
+  // product of small integers (exact in bf16 and fp32, whatever the order)
+  // checks that the epilogue writes the column sums of dout, and that dW is
+  // as without it; otherwise, or where cuBLASLt has no algorithm for it, the
+  // kernel runs. The verdict is logged once.
+  void set_bias_grad_epilogue(bool on) { bias_epilogue_ = on; }
+  enum class BiasGradCheck { kNotRun, kExact, kDiffers, kNoAlgorithm };
+  template <typename T>
+  BiasGradCheck bias_grad_check() const {
+    return bias_check_[std::is_same_v<T, float> ? 0 : 1];
+  }
+  // How many bias gradients the epilogue computed so far (the check's not counted).
+  int64_t epilogue_bias_grads() const { return epilogue_bias_grads_; }
   // How many GEMMs took the fused-GELU epilogue / the fallback so far.
   int64_t fused_gelu_calls() const { return fused_calls_; }
   int64_t unfused_gelu_calls() const { return unfused_calls_; }
@@ -105,7 +129,8 @@ class Matmul {
  private:
   // Column-major D[m, n] = op(A) op(B) + beta Cm (Cm: same layout as D,
   // may be D itself) with an epilogue. Returns false (nothing launched) when
-  // a GELU epilogue has no algorithm; throws for the plain ones.
+  // a GELU or bias-gradient epilogue has no algorithm; throws for the plain
+  // ones. `bias`: the epilogue's vector (BGRADB writes it).
   template <typename T>
   bool gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
             int64_t ldb, const T* Cm, T* D, int64_t ldd, float beta, const T* bias, int epilogue, const T* aux,
@@ -119,6 +144,13 @@ class Matmul {
   GeluEpilogueCheck run_gelu_check(cudaStream_t s);
   template <typename T>
   void bias_grad(T* dbias, const T* dout, int64_t N, int64_t OC, cudaStream_t s);
+  // dW += inp^T dout and dbias += dout's column sums through the BGRADB
+  // epilogue; false (nothing launched) where it may not or cannot run.
+  template <typename T>
+  bool dw_with_bias_epilogue(T* dw, T* dbias, const T* dout, const T* inp, int64_t N, int64_t C, int64_t OC,
+                             cudaStream_t s);
+  template <typename T>
+  BiasGradCheck run_bias_grad_check(cudaStream_t s);
   // Times the plan's candidates on this call's operands and keeps the
   // fastest in p.algo (set_autotune).
   template <typename T>
@@ -135,6 +167,11 @@ class Matmul {
   bool fusion_ = true;
   std::array<GeluEpilogueCheck, 2> gelu_check_;  // fp32, bf16
   bool checking_ = false;                        // inside run_gelu_check: fuse as asked
+  bool bias_epilogue_ = false;
+  std::array<BiasGradCheck, 2> bias_check_{};  // fp32, bf16
+  bool checking_bias_ = false;                 // inside run_bias_grad_check: use the epilogue
+  DeviceBuffer<char> bias_epilogue_out_;       // the epilogue's bias-gradient vector
+  int64_t epilogue_bias_grads_ = 0;
   int64_t fused_calls_ = 0, unfused_calls_ = 0;
   int autotune_ = 0;
   std::vector<TuneResult> tune_results_;

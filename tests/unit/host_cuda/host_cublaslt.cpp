@@ -55,7 +55,9 @@ Layout* layout(cublasLtMatrixLayout_t l) { return reinterpret_cast<Layout*>(l); 
 bool is_gelu(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
-bool has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool has_bias(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
+}
 
 // The checks cuBLASLt makes of a problem (its documented requirements).
 cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl) {
@@ -75,6 +77,7 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
     case CUBLASLT_EPILOGUE_GELU_AUX:
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
     case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_BGRADB:
       break;
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -148,13 +151,19 @@ void product(const Desc& d, const Layout& la, const Layout& lb, const Layout& lc
     return M;
   };
   // C may be D itself (in place): compute into a copy first.
-  const Eigen::MatrixXd S = op(A, la, ta, m, k) * op(B, lb, tb, k, n);
+  const Eigen::MatrixXd opB = op(B, lb, tb, k, n);
+  const Eigen::MatrixXd S = op(A, la, ta, m, k) * opB;
+  if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB)  // the bias gradient: op(B) summed over k, one per column of D
+    for (int64_t j = 0; j < n; ++j) {
+      const double sum = hooks().bgradb_sums_a ? op(A, la, ta, m, k).row(j % m).sum() : opB.col(j).sum();
+      put(const_cast<void*>(d.bias), ld.type, j, sum + (hooks().bgradb_adds ? load(d.bias, ld.type, j) : 0.0));
+    }
   std::vector<double> out(size_t(m * n));
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) {
       double x = alpha * S(i, j);
       if (beta != 0.f) x += beta * load(C, lc.type, i + j * lc.ld);
-      if (has_bias(d.epilogue)) x += load(d.bias, ld.type, i);
+      if (has_bias(d.epilogue) && d.epilogue != CUBLASLT_EPILOGUE_BGRADB) x += load(d.bias, ld.type, i);
       if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
         put(const_cast<void*>(d.aux), ld.type, i + j * d.aux_ld, x);
         x = gelu(stored(ld.type, x));
@@ -257,6 +266,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const cublasStatus_t st = validate(*desc(dh), *layout(a), *layout(b), *layout(c), *layout(d));
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (is_gelu(desc(dh)->epilogue) && hooks().refuse_gelu_heuristic) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc(dh)->epilogue == CUBLASLT_EPILOGUE_BGRADB && hooks().refuse_bgradb_heuristic)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   *found = std::min(requested, std::max(1, hooks().algorithms));
   for (int i = 0; i < *found; ++i) {
     results[i] = cublasLtMatmulHeuristicResult_t{};

@@ -10,7 +10,9 @@
 //    GELU_AUX(_BIAS) (D = GELU(x), x itself stored to the aux matrix) and
 //    DGELU (D = x * GELU'(aux)), GELU being the tanh approximation (or
 //    another formula: Hooks::gelu, Hooks::dgelu); the aux leading
-//    dimension must be divisible by 8 and at least D's rows;
+//    dimension must be divisible by 8 and at least D's rows; BGRADB (D as
+//    without an epilogue, and the bias vector, of D's type, overwritten
+//    with op(B) summed over k: one element per column of D);
 //  - attribute sizes checked against the types the header documents.
 // Accumulation is in double and rounded once to D's type, so a test can
 // tell rounding from indexing.
@@ -29,6 +31,9 @@ struct Hooks {
   GeluFormula dgelu = GeluFormula::kTanh;  // DGELU
   bool refuse_gelu_heuristic = false;  // the heuristic finds no algorithm for GELU epilogues
   bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
+  // BGRADB as a library could get it wrong, to test the Matmul's check of it: adding to the bias vector
+  // instead of overwriting it, or summing A's rows instead of op(B)'s columns; or no algorithm for it.
+  bool bgradb_adds = false, bgradb_sums_a = false, refuse_bgradb_heuristic = false;
   // The heuristic returns up to this many algorithms (all compute the same):
   // GPT_HOST_CUBLASLT_ALGORITHMS at start-up, else 1.
   int algorithms = default_algorithms();
