@@ -67,9 +67,10 @@ if [ "$what" = ops ] || [ "$what" = all ]; then
   (cd "$root/build-gpu" && ctest -L gpu --timeout 300 --output-on-failure) 2>&1 | tee "$out/ops-ctest.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   # What this GPU's cuBLASLt computes in its GELU epilogues (the Matmul's
-  # check: fused only if it is GPT-2's GELU), for the record.
-  "$root/build-gpu/tests/test_cuda_ops" --gtest_filter='*GeluEpilogueVerdict*' 2>&1 | grep 'cuBLASLt GELU' |
-    tee -a "$out/gpu.txt"
+  # check: fused only if it is GPT-2's GELU) and in its bias-gradient one
+  # (BGRADB: used only if exact at the check), for the record.
+  "$root/build-gpu/tests/test_cuda_ops" --gtest_filter='*GeluEpilogueVerdict*:*BiasGradientEpilogue*' 2>&1 |
+    grep -E 'cuBLASLt GELU|bias-gradient epilogue' | sort -u | tee -a "$out/gpu.txt"
   # Which kernels and workspaces this machine's cuDNN plans for an H100 and an
   # A100 without using the GPU (test_cudnn_attention: the same checks as on
   # the CPU machine, against the cuDNN found here), for the record.

@@ -32,6 +32,35 @@ int64_t alignment(const void* p) {
   return int64_t(std::min<uintptr_t>(256, a & (~a + 1)));
 }
 
+// A check's transfers on stream s: host copies in T kept alive (a deque:
+// earlier elements stay where they are) until the check has waited for s,
+// so one wait covers every transfer.
+template <typename T>
+class Staging {
+ public:
+  Staging(DeviceAllocator* alloc, cudaStream_t s) : alloc_(alloc), s_(s) {}
+  void copy_to(T* dst, const std::vector<float>& v) {
+    const std::vector<T>& t = staged_.emplace_back(v.begin(), v.end());
+    GPT_CUDA_OK(cudaMemcpyAsync(dst, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice, s_));
+  }
+  DeviceBuffer<T> upload(const std::vector<float>& v) {
+    DeviceBuffer<T> d(v.size(), MemCategory::kScratch, alloc_, false);
+    copy_to(d.data(), v);
+    return d;
+  }
+  // The host copy of d, valid once the check has waited for s.
+  const std::vector<T>* download(const DeviceBuffer<T>& d) {
+    std::vector<T>& t = staged_.emplace_back(d.size());
+    GPT_CUDA_OK(cudaMemcpyAsync(t.data(), d.data(), t.size() * sizeof(T), cudaMemcpyDeviceToHost, s_));
+    return &t;
+  }
+
+ private:
+  DeviceAllocator* alloc_;
+  cudaStream_t s_;
+  std::deque<std::vector<T>> staged_;
+};
+
 }  // namespace
 
 struct Matmul::Plan {
@@ -295,25 +324,13 @@ Matmul::BiasGradCheck Matmul::run_bias_grad_check(cudaStream_t s) {
       for (int64_t c = 0; c < R; ++c)
         want_dw[size_t(j * R + c)] += double(dout[size_t(n * R + j)]) * inp[size_t(n * R + c)];
     }
-  std::deque<std::vector<T>> staged;  // host copies alive until the one wait below
-  auto upload = [&](const std::vector<float>& v) {
-    DeviceBuffer<T> d(v.size(), MemCategory::kScratch, alloc_, false);
-    const std::vector<T>& t = staged.emplace_back(v.begin(), v.end());
-    GPT_CUDA_OK(cudaMemcpyAsync(d.data(), t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-    return d;
-  };
-  auto download = [&](const DeviceBuffer<T>& d) {
-    std::vector<T>& t = staged.emplace_back(d.size());
-    GPT_CUDA_OK(cudaMemcpyAsync(t.data(), d.data(), t.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-    return &t;
-  };
-  const DeviceBuffer<T> d_inp = upload(inp), d_dout = upload(dout);
-  DeviceBuffer<T> d_dw = upload(dw0), d_db = upload(db0);
+  Staging<T> io(alloc_, s);
+  const DeviceBuffer<T> d_inp = io.upload(inp), d_dout = io.upload(dout);
+  DeviceBuffer<T> d_dw = io.upload(dw0), d_db = io.upload(db0);
   // The epilogue's vector starts at 1000, which an epilogue that added to it would keep.
   const size_t bytes = size_t(R) * sizeof(T);
   if (bias_epilogue_out_.size() < bytes) bias_epilogue_out_ = DeviceBuffer<char>(bytes, MemCategory::kScratch, alloc_);
-  const std::vector<T>& junk = staged.emplace_back(size_t(R), T(1000.f));
-  GPT_CUDA_OK(cudaMemcpyAsync(bias_epilogue_out_.data(), junk.data(), bytes, cudaMemcpyHostToDevice, s));
+  io.copy_to(reinterpret_cast<T*>(bias_epilogue_out_.data()), std::vector<float>(size_t(R), 1000.f));
   const int64_t before = epilogue_bias_grads_;
   checking_bias_ = true;
   struct Restore {
@@ -322,7 +339,7 @@ Matmul::BiasGradCheck Matmul::run_bias_grad_check(cudaStream_t s) {
     ~Restore() { m->checking_bias_ = false, m->epilogue_bias_grads_ = count; }
   } restore{this, before};
   const bool ran = dw_with_bias_epilogue<T>(d_dw.data(), d_db.data(), d_dout.data(), d_inp.data(), R, R, R, s);
-  const std::vector<T>*h_dw = download(d_dw), *h_db = download(d_db);
+  const std::vector<T>*h_dw = io.download(d_dw), *h_db = io.download(d_db);
   wait_stream(s, "bias-gradient epilogue check");  // the check's one host wait, bounded
   if (!ran) return BiasGradCheck::kNoAlgorithm;
   for (size_t i = 0; i < want_db.size(); ++i)
@@ -373,24 +390,11 @@ GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
   std::vector<float> w2(static_cast<size_t>(R * X)), x_rows(static_cast<size_t>(R * X));
   for (int64_t c = 0; c < X; ++c) w2[size_t(c)] = 1;
   for (int64_t i = 0; i < R * X; ++i) x_rows[size_t(i)] = x[size_t(i % X)];
-  // The host copies in T stay alive until the products (queued after the
-  // uploads on s) have been waited for, so one wait covers every transfer.
-  std::deque<std::vector<T>> staged;  // a deque: earlier elements stay where they are
-  auto upload = [&](const std::vector<float>& v) {
-    DeviceBuffer<T> d(v.size(), MemCategory::kScratch, alloc_, false);
-    const std::vector<T>& t = staged.emplace_back(v.begin(), v.end());
-    GPT_CUDA_OK(cudaMemcpyAsync(d.data(), t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-    return d;
-  };
-  auto download = [&](const DeviceBuffer<T>& d) {
-    std::vector<T>& t = staged.emplace_back(d.size());
-    GPT_CUDA_OK(cudaMemcpyAsync(t.data(), d.data(), t.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-    return &t;
-  };
+  Staging<T> io(alloc_, s);
   auto widened = [](const std::vector<T>* t) { return std::vector<float>(t->begin(), t->end()); };
   // inp doubles as dout: the same first-column ones.
-  const DeviceBuffer<T> d_inp = upload(inp), d_w = upload(w), d_b = upload(b), d_w2 = upload(w2),
-                        d_pre_in = upload(x_rows);
+  const DeviceBuffer<T> d_inp = io.upload(inp), d_w = io.upload(w), d_b = io.upload(b), d_w2 = io.upload(w2),
+                        d_pre_in = io.upload(x_rows);
   DeviceBuffer<T> pre(size_t(R * X), MemCategory::kScratch, alloc_), act(size_t(R * X), MemCategory::kScratch, alloc_),
       dinp(size_t(R * X), MemCategory::kScratch, alloc_);
   const int64_t fused_before = fused_calls_, unfused_before = unfused_calls_;
@@ -404,7 +408,7 @@ GeluEpilogueCheck Matmul::run_gelu_check(cudaStream_t s) {
   const bool forward_fused = fused_calls_ == fused_before + 1;
   linear_backward<T>(dinp.data(), nullptr, nullptr, d_inp.data(), nullptr, d_w2.data(), R, X, R, s, d_pre_in.data());
   const bool backward_fused = fused_calls_ == fused_before + 2;
-  const std::vector<T>*h_pre = download(pre), *h_act = download(act), *h_dinp = download(dinp);
+  const std::vector<T>*h_pre = io.download(pre), *h_act = io.download(act), *h_dinp = io.download(dinp);
   // The check's one host wait. Bounded: s may wait for a collective (the
   // first product of a ZeRO-3 run waits for its all-gather).
   wait_stream(s, "GELU epilogue check");
