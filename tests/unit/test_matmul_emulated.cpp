@@ -325,8 +325,9 @@ TEST(GeluEpilogueJudge, ToleranceAndFailures) {
 // (twice: dbias accumulates over micro-batches), and nothing changing where
 // only one of dW and dbias is wanted. A library whose epilogue adds to its
 // vector, sums the wrong operand or has no algorithm fails the check (a
-// check that always passed would fail those dbias values), and the kernel
-// computes the same values.
+// check that always passed would fail those dbias values), as does one
+// whose call refuses the epilogue's arguments, and the kernel computes the
+// same values.
 TYPED_TEST(EmulatedMatmul, BiasGradientEpilogue) {
   using T = TypeParam;
   using R = Matmul::BiasGradCheck;
@@ -339,18 +340,20 @@ TYPED_TEST(EmulatedMatmul, BiasGradientEpilogue) {
     cpu::linear_backward(dx.data(), dw.data(), db.data(), dout.data(), l.x.data(), l.w.data(), kN, kC, OC);
   struct Case {
     const char* name;
-    bool adds, sums_a, refused;
+    bool adds, sums_a, refused, refused_at_call;
     R want;
   };
-  for (const Case& k : {Case{"as documented", false, false, false, R::kExact},
-                        Case{"adds to its vector", true, false, false, R::kDiffers},
-                        Case{"sums A", false, true, false, R::kDiffers},
-                        Case{"no algorithm", false, false, true, R::kNoAlgorithm}}) {
+  for (const Case& k : {Case{"as documented", false, false, false, false, R::kExact},
+                        Case{"adds to its vector", true, false, false, false, R::kDiffers},
+                        Case{"sums A", false, true, false, false, R::kDiffers},
+                        Case{"no algorithm", false, false, true, false, R::kNoAlgorithm},
+                        Case{"refused at the call", false, false, false, true, R::kNoAlgorithm}}) {
     SCOPED_TRACE(k.name);
     host_cublaslt::hooks() = {};
     host_cublaslt::hooks().bgradb_adds = k.adds;
     host_cublaslt::hooks().bgradb_sums_a = k.sums_a;
     host_cublaslt::hooks().refuse_bgradb_heuristic = k.refused;
+    host_cublaslt::hooks().refuse_bgradb_matmul = k.refused_at_call;
     Matmul mm(&this->alloc);
     mm.set_bias_grad_epilogue(true);
     EXPECT_EQ(mm.bias_grad_check<T>(), R::kNotRun);

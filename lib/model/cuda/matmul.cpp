@@ -161,8 +161,11 @@ bool Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
   const float alpha = 1.f;
   const cublasStatus_t st = lt_.matmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, Cm ? Cm : D, p.d, D, p.d,
                                            &p.algo, workspace_.data(), workspace_.bytes(), s);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED && may_fall_back(epilogue)) {
-    p.ok = false;  // a heuristic's pick the library then refuses: use the fallback from now on
+  // A heuristic's pick the library then refuses: use the fallback from now on. The bias-gradient epilogue (opt-in,
+  // not yet run on every GPU) falls back on a refusal of its arguments too, rather than ending the run.
+  if (may_fall_back(epilogue) &&
+      (st == CUBLAS_STATUS_NOT_SUPPORTED || (epilogue == kBGradB && st == CUBLAS_STATUS_INVALID_VALUE))) {
+    p.ok = false;
     return false;
   }
   GPT_CUBLAS_OK(st);

@@ -291,6 +291,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t dh, const v
   if (hooks().refuse_algorithm >= 0 && algo->data[1] == uint64_t(hooks().refuse_algorithm))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (is_gelu(d.epilogue) && hooks().refuse_gelu_matmul) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB && hooks().refuse_bgradb_matmul) return CUBLAS_STATUS_INVALID_VALUE;
   if (has_bias(d.epilogue) && !d.bias) return CUBLAS_STATUS_INVALID_VALUE;
   if (is_gelu(d.epilogue) && !d.aux) return CUBLAS_STATUS_INVALID_VALUE;
   // Checked now, computed when the stream gets to it, from what the call

@@ -33,7 +33,8 @@ struct Hooks {
   bool refuse_gelu_matmul = false;     // the heuristic finds one, cublasLtMatmul says NOT_SUPPORTED
   // BGRADB as a library could get it wrong, to test the Matmul's check of it: adding to the bias vector
   // instead of overwriting it, or summing A's rows instead of op(B)'s columns; or no algorithm for it.
-  bool bgradb_adds = false, bgradb_sums_a = false, refuse_bgradb_heuristic = false;
+  // refuse_bgradb_matmul: the heuristic finds one, cublasLtMatmul says INVALID_VALUE.
+  bool bgradb_adds = false, bgradb_sums_a = false, refuse_bgradb_heuristic = false, refuse_bgradb_matmul = false;
   // The heuristic returns up to this many algorithms (all compute the same):
   // GPT_HOST_CUBLASLT_ALGORITHMS at start-up, else 1.
   int algorithms = default_algorithms();
