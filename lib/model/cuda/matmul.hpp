@@ -69,14 +69,14 @@ class Matmul {
   void set_fusion(bool on) { fusion_ = on; }
 
   // Bias gradients in the dW product's epilogue (cuBLASLt's BGRADB, as
-  // PyTorch's fused linear backward and Transformer Engine take them)
+  // Transformer Engine takes them)
   // instead of bias_grad's kernel, which reads dout once more: on an H100
   // at gpt2-124m, B=16, that kernel is 48 launches and 1.49 ms of a 32.35 ms
   // step. Off by default until a GPU measures whether the epilogue slows
   // the dW products by less (bench_gpu_train --bias-grad-epilogue). The
   // epilogue overwrites a vector of D's type, so it writes a scratch vector
   // that one small kernel adds into dbias in fp32 (in bf16 one rounding more
-  // than the kernel's fp32 sums; PyTorch's bias gradients have it too), and
+  // than the kernel's fp32 sums: the sum is rounded to bf16 first), and
   // its summation order is cuBLASLt's. Before its first use in a type, a
   // product of small integers (exact in bf16 and fp32, whatever the order)
   // checks that the epilogue writes the column sums of dout, and that dW is
