@@ -275,34 +275,40 @@ void Matmul::linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* i
 template <typename T>
 bool Matmul::dw_with_bias_epilogue(T* dw, T* dbias, const T* dout, const T* inp, int64_t N, int64_t C, int64_t OC,
                                    cudaStream_t s) {
-  if (!bias_epilogue_ || !fusion_) return false;
-  if (!checking_bias_) {
-    BiasGradCheck& c = bias_check_[std::is_same_v<T, float> ? 0 : 1];
-    if (c == BiasGradCheck::kNotRun) {
-      c = run_bias_grad_check<T>(s);
-      if (is_log_rank()) {
-        const char* type = std::is_same_v<T, float> ? "fp32" : "bf16";
-        if (c == BiasGradCheck::kExact)
-          spdlog::info("bias gradients ({}): cuBLASLt's BGRADB epilogue in the dW products (checked exact on a "
-                       "64x64x64 product)", type);
-        else
-          spdlog::warn("bias gradients ({}): our kernel, as cuBLASLt's BGRADB epilogue {}", type,
-                       c == BiasGradCheck::kNoAlgorithm ? "has no algorithm at the check's shape"
-                                                        : "did not give dout's column sums at the check's shape");
-      }
-    }
-    if (c != BiasGradCheck::kExact) return false;
-  }
-  // The epilogue's vector: OC elements of T, 256-byte aligned (the buffer's start); grows during the first step.
-  const size_t bytes = size_t(OC) * sizeof(T);
-  if (bias_epilogue_out_.size() < bytes)
-    bias_epilogue_out_ = DeviceBuffer<char>(bytes, MemCategory::kScratch, alloc_);
-  T* g = reinterpret_cast<T*>(bias_epilogue_out_.data());
+  if (!bias_epilogue_ || !fusion_ || !bias_epilogue_ok<T>(s)) return false;
+  T* g = bias_epilogue_vector<T>(OC);
   // dW^T[C, OC] += inp^T[C, N] x dout[N, OC]; BGRADB: g = the column sums of op(B) = dout[N, OC] over k = N.
   if (!gemm<T>(false, true, C, OC, N, inp, C, dout, OC, dw, dw, C, 1.f, g, kBGradB, nullptr, 0, s)) return false;
   accumulate(dbias, static_cast<const T*>(g), OC, s);
   ++epilogue_bias_grads_;
   return true;
+}
+
+template <typename T>
+bool Matmul::bias_epilogue_ok(cudaStream_t s) {
+  if (checking_bias_) return true;
+  BiasGradCheck& c = bias_check_[std::is_same_v<T, float> ? 0 : 1];
+  if (c == BiasGradCheck::kNotRun) {
+    c = run_bias_grad_check<T>(s);
+    if (is_log_rank()) {
+      const char* type = std::is_same_v<T, float> ? "fp32" : "bf16";
+      if (c == BiasGradCheck::kExact)
+        spdlog::info("bias gradients ({}): cuBLASLt's BGRADB epilogue in the dW products (checked exact on a "
+                     "64x64x64 product)", type);
+      else
+        spdlog::warn("bias gradients ({}): our kernel, as cuBLASLt's BGRADB epilogue {}", type,
+                     c == BiasGradCheck::kNoAlgorithm ? "has no algorithm at the check's shape"
+                                                      : "did not give dout's column sums at the check's shape");
+    }
+  }
+  return c == BiasGradCheck::kExact;
+}
+
+template <typename T>
+T* Matmul::bias_epilogue_vector(int64_t n) {
+  const size_t bytes = size_t(n) * sizeof(T);
+  if (bias_epilogue_out_.size() < bytes) bias_epilogue_out_ = DeviceBuffer<char>(bytes, MemCategory::kScratch, alloc_);
+  return reinterpret_cast<T*>(bias_epilogue_out_.data());
 }
 
 // dW and dbias of a product whose every value is a small integer (and 1/2 in
@@ -331,9 +337,7 @@ Matmul::BiasGradCheck Matmul::run_bias_grad_check(cudaStream_t s) {
   const DeviceBuffer<T> d_inp = io.upload(inp), d_dout = io.upload(dout);
   DeviceBuffer<T> d_dw = io.upload(dw0), d_db = io.upload(db0);
   // The epilogue's vector starts at 1000, which an epilogue that added to it would keep.
-  const size_t bytes = size_t(R) * sizeof(T);
-  if (bias_epilogue_out_.size() < bytes) bias_epilogue_out_ = DeviceBuffer<char>(bytes, MemCategory::kScratch, alloc_);
-  io.copy_to(reinterpret_cast<T*>(bias_epilogue_out_.data()), std::vector<float>(size_t(R), 1000.f));
+  io.copy_to(bias_epilogue_vector<T>(R), std::vector<float>(size_t(R), 1000.f));
   const int64_t before = epilogue_bias_grads_;
   checking_bias_ = true;
   struct Restore {

@@ -69,10 +69,9 @@ class Matmul {
   void set_fusion(bool on) { fusion_ = on; }
 
   // Bias gradients in the dW product's epilogue (cuBLASLt's BGRADB, as
-  // Transformer Engine takes them)
-  // instead of bias_grad's kernel, which reads dout once more: on an H100
-  // at gpt2-124m, B=16, that kernel is 48 launches and 1.49 ms of a 32.35 ms
-  // step. Off by default until a GPU measures whether the epilogue slows
+  // Transformer Engine takes them) instead of bias_grad's kernel, which
+  // reads dout once more: on an H100 at gpt2-124m, B=16, that kernel is 48
+  // launches and 1.49 ms of a 32.35 ms step. Off by default until a GPU measures whether the epilogue slows
   // the dW products by less (bench_gpu_train --bias-grad-epilogue). The
   // epilogue overwrites a vector of D's type, so it writes a scratch vector
   // that one small kernel adds into dbias in fp32 (in bf16 one rounding more
@@ -80,8 +79,8 @@ class Matmul {
   // its summation order is cuBLASLt's. Before its first use in a type, a
   // product of small integers (exact in bf16 and fp32, whatever the order)
   // checks that the epilogue writes the column sums of dout, and that dW is
-  // as without it; otherwise, or where cuBLASLt has no algorithm for it, the
-  // kernel runs. The verdict is logged once.
+  // as without it; otherwise, or where cuBLASLt has no algorithm for it or
+  // refuses a call of it, the kernel runs. The verdict is logged once.
   void set_bias_grad_epilogue(bool on) { bias_epilogue_ = on; }
   enum class BiasGradCheck { kNotRun, kExact, kDiffers, kNoAlgorithm };
   template <typename T>
@@ -149,8 +148,17 @@ class Matmul {
   template <typename T>
   bool dw_with_bias_epilogue(T* dw, T* dbias, const T* dout, const T* inp, int64_t N, int64_t C, int64_t OC,
                              cudaStream_t s);
+  // Whether the epilogue may be used in T: runs its check on stream s the
+  // first time (one host wait, during the first step), then answers from
+  // the verdict (as gelu_fusion_ok).
+  template <typename T>
+  bool bias_epilogue_ok(cudaStream_t s);
   template <typename T>
   BiasGradCheck run_bias_grad_check(cudaStream_t s);
+  // The epilogue's vector of n elements of T (the scratch buffer's start,
+  // 256-byte aligned); grows during the first step only.
+  template <typename T>
+  T* bias_epilogue_vector(int64_t n);
   // Times the plan's candidates on this call's operands and keeps the
   // fastest in p.algo (set_autotune).
   template <typename T>

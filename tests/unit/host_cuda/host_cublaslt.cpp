@@ -55,9 +55,9 @@ Layout* layout(cublasLtMatrixLayout_t l) { return reinterpret_cast<Layout*>(l); 
 bool is_gelu(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
-bool has_bias(uint32_t e) {
-  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
-}
+// Epilogues that add the bias vector to D, and those that have one (BGRADB writes it).
+bool adds_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool has_bias(uint32_t e) { return adds_bias(e) || e == CUBLASLT_EPILOGUE_BGRADB; }
 
 // The checks cuBLASLt makes of a problem (its documented requirements).
 cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl) {
@@ -151,11 +151,11 @@ void product(const Desc& d, const Layout& la, const Layout& lb, const Layout& lc
     return M;
   };
   // C may be D itself (in place): compute into a copy first.
-  const Eigen::MatrixXd opB = op(B, lb, tb, k, n);
-  const Eigen::MatrixXd S = op(A, la, ta, m, k) * opB;
+  const Eigen::MatrixXd opA = op(A, la, ta, m, k), opB = op(B, lb, tb, k, n);
+  const Eigen::MatrixXd S = opA * opB;
   if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB)  // the bias gradient: op(B) summed over k, one per column of D
     for (int64_t j = 0; j < n; ++j) {
-      const double sum = hooks().bgradb_sums_a ? op(A, la, ta, m, k).row(j % m).sum() : opB.col(j).sum();
+      const double sum = hooks().bgradb_sums_a ? opA.row(j % m).sum() : opB.col(j).sum();
       put(const_cast<void*>(d.bias), ld.type, j, sum + (hooks().bgradb_adds ? load(d.bias, ld.type, j) : 0.0));
     }
   std::vector<double> out(size_t(m * n));
@@ -163,7 +163,7 @@ void product(const Desc& d, const Layout& la, const Layout& lb, const Layout& lc
     for (int64_t i = 0; i < m; ++i) {
       double x = alpha * S(i, j);
       if (beta != 0.f) x += beta * load(C, lc.type, i + j * lc.ld);
-      if (has_bias(d.epilogue) && d.epilogue != CUBLASLT_EPILOGUE_BGRADB) x += load(d.bias, ld.type, i);
+      if (adds_bias(d.epilogue)) x += load(d.bias, ld.type, i);
       if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
         put(const_cast<void*>(d.aux), ld.type, i + j * d.aux_ld, x);
         x = gelu(stored(ld.type, x));
