@@ -242,9 +242,10 @@ struct Trainer::Impl {
   ParamLayout layout;
   std::unique_ptr<Strategy> strategy;
   // Why our bf16 attention runs its CUDA-core kernels, not the tensor-core
-  // ones ("" where they run); set by resolve_attention, so declared before
+  // ones, on some rank ("" where every rank runs them), and on which
+  // ("here" on 1 rank); set by resolve_attention, so declared before
   // attention_note.
-  std::string tensor_core_note;
+  std::string tensor_core_note, tensor_core_where;
   std::string attention_note;  // attention auto: what was chosen and why
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
@@ -387,15 +388,24 @@ struct Trainer::Impl {
   // graphs on its GPU: the plans are built here and kept for the model),
   // else our kernels. Decided on all ranks together, so they agree; returns
   // the log line saying which and why (the first rank that cannot names
-  // its reason). Other choices pass through. Where ours runs in bf16 on a
-  // device that cannot take its tensor-core kernels at the model's head
-  // size (tensor_core_note says why), it stores no score gradients.
+  // its reason). Other choices pass through. Where ours runs in bf16 and a
+  // rank's GPU cannot take its tensor-core kernels at the model's head size,
+  // that rank runs the CUDA-core ones (each rank by its own GPU), the log
+  // names the first such rank and its reason (tensor_core_note, on rank 0
+  // too: ranks may hold different GPUs), and no rank stores score
+  // gradients (the CUDA-core kernels store none; one budget on all ranks).
   std::string resolve_attention() {
     std::string note = resolve_attention_auto();
     if (backend && resolved.attention == "ours") {
-      tensor_core_note = backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
-                                                                    cfg.gpt.n_head);
-      if (!tensor_core_note.empty()) resolved.attention_ds_mib = 0;  // the CUDA-core kernels store none
+      std::string why = backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
+                                                                   cfg.gpt.n_head);
+      const RanksWhere cannot = ranks_where(!why.empty(), base);
+      if (cannot.count > 0) {
+        tensor_core_note = broadcast_string(std::move(why), cannot.first, base);
+        tensor_core_where = world == 1 ? "here"
+                            : fmt::format("on {} of {} ranks (rank {}'s GPU)", cannot.count, world, cannot.first);
+        resolved.attention_ds_mib = 0;
+      }
     }
     return note;
   }
@@ -929,8 +939,8 @@ struct Trainer::Impl {
            cfg.micro_batch, cfg.seq_len);
     else if (backend && param_dtype == DType::kBF16 && !tensor_core_note.empty())
       warn0("attention: our CUDA-core kernels (on an H100 14-22x slower than the tensor-core ones), as the "
-            "tensor-core ones cannot run here: {}; cuDNN's (--attention cudnn) may",
-            tensor_core_note);
+            "tensor-core ones cannot run {}: {}; cuDNN's (--attention cudnn) may",
+            tensor_core_where, tensor_core_note);
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "

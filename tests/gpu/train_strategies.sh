@@ -106,6 +106,20 @@ for shape in "128 1" "96 1"; do
     grep -qF "$want" "$work/gpu_bf16_hs128_l40s.log" ||
       { echo "FAILED: head size 128 on 99 KiB a block: no line saying the CUDA-core kernels run"
         cat "$work/gpu_bf16_hs128_l40s.log"; exit 1; }
+    # Ranks may hold different GPUs: with rank 1 alone as an L40S, it runs
+    # the CUDA-core kernels and rank 0 the tensor-core ones, the two train
+    # as one (within 3% of fp32), and rank 0's log names rank 1.
+    train_hs128=("${train[@]}")
+    train=(bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
+                      export GPT_EMULATED_COMPUTE_CAPABILITY=8.9 GPT_EMULATED_SMEM_OPTIN=101376; fi; exec "$@"'
+           rank1_l40s "${train_hs128[@]}")
+    run gpu_bf16_hs128_rank1_l40s 2 --device cuda --attention ours
+    train=("${train_hs128[@]}")
+    compare gpu_fp32_hs128 gpu_bf16_hs128_rank1_l40s 0.03 loss
+    want="${want/cannot run here:/cannot run on 1 of 2 ranks (rank 1\'s GPU):}"
+    grep -qF "$want" "$work/gpu_bf16_hs128_rank1_l40s.log" ||
+      { echo "FAILED: rank 1 alone on 99 KiB a block: no line naming it"
+        cat "$work/gpu_bf16_hs128_rank1_l40s.log"; exit 1; }
   fi
 done
 train=("${train32[@]}")
