@@ -17,6 +17,9 @@
 // 128-query tiles (forward_wide_kernel); and cuDNN's fused attention
 // (model/cuda/attention_cudnn.hpp, gpt_train --attention cudnn) where
 // cuDNN opens, else a line and "cudnn_unavailable" in the JSON saying why.
+// At head size 128 also the backward single-buffered (dQ recomputed), as
+// GPUs of 99 KiB a block run it (A10, L4, L40S, RTX 30/40/50): what giving
+// up the overlap of tile loads and products costs, beside the recompute row.
 // --head-size N splits the model's width into heads of N instead of its
 // own (128: gpt2-124m's width in 6 heads; the wide forward's row is left
 // out there, it takes 32 and 64).
@@ -35,6 +38,7 @@
 #include "core/cuda/stream.hpp"
 #include "model/cuda/attention.hpp"
 #include "model/cuda/attention_cudnn.hpp"
+#include "model/cuda/attention_tc.hpp"
 #include "model/cuda/check.hpp"
 #include "model/config.hpp"
 #include "model/cuda/elementwise.hpp"
@@ -132,12 +136,14 @@ nlohmann::json run(Args& a) {
     cuda::AttentionKernel kernel;
     int64_t ds_budget;
     bool cudnn = false;
+    bool single = false;  // the backward single-buffered (attention_force_single_buffers)
   };
   const int64_t stored = kAttentionDsStoredBytes;
   const int64_t in_l2 = bench::attention_ds_in_l2_budget();
   const Case cases[] = {{"tensor_core_bf16", true, cuda::AttentionKernel::kTensorCore, stored},
                         {"tensor_core_bf16_ds_in_l2", true, cuda::AttentionKernel::kTensorCore, in_l2},
                         {"tensor_core_bf16_recompute", true, cuda::AttentionKernel::kTensorCore, 0},
+                        {"tensor_core_bf16_single", true, cuda::AttentionKernel::kTensorCore, 0, false, true},
                         {"tensor_core_bf16_wide_fwd", true, cuda::AttentionKernel::kTensorCoreWide, stored},
                         {"cudnn_bf16", true, cuda::AttentionKernel::kAuto, 0, true},
                         {"simt_bf16", true, cuda::AttentionKernel::kSimt, 0},
@@ -152,6 +158,7 @@ nlohmann::json run(Args& a) {
       std::printf("  %-26s n/a: the wide forward takes head sizes 32 and 64\n", c.name);
       continue;
     }
+    if (c.single && a.embd / a.heads != 128) continue;  // single buffers are compiled at 128 only
     if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape
       const std::string why = cuda::cudnn_attention_unavailable(cuda::AttentionShape{a.batch, a.seq, a.embd, a.heads});
       if (!why.empty()) {
@@ -160,8 +167,10 @@ nlohmann::json run(Args& a) {
         continue;
       }
     }
+    cuda::detail::attention_force_single_buffers(c.single);
     const Timing t = c.bf16 ? time_kernel<cuda::bf16>(a, c.kernel, b, c.cudnn, qkv.data(), dy.data(), &alloc, stream)
                             : time_kernel<float>(a, c.kernel, b, c.cudnn, qkv.data(), dy.data(), &alloc, stream);
+    cuda::detail::attention_force_single_buffers(false);
     const double ftf = fwd_flops / (t.fwd_ms * 1e-3) / 1e12, btf = 2.5 * fwd_flops / (t.bwd_ms * 1e-3) / 1e12;
     const double ds_mib =
         c.bf16 && !c.cudnn ? double(attention_ds_bytes(a.batch, a.seq, a.heads, b)) / (1 << 20) : 0.0;

@@ -169,11 +169,13 @@ assert [a["kernel"] for a in att] == ["tensor_core_bf16", "tensor_core_bf16_ds_i
                                      "tensor_core_bf16_wide_fwd", "simt_bf16", "simt_fp32"], att
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in att), att
 assert [a["ds_mib"] > 0 for a in att] == [True, True, False, True, False, False], att  # dQ from stored dS or recomputed
-# At head size 128 (tiny's width in one head) every row but the wide forward's (which takes 32 and 64).
+# At head size 128 (tiny's width in one head) every row but the wide forward's (which takes 32 and 64), and
+# the backward single-buffered (compiled at 128 only).
 a128 = r["attention_hs128"]
 assert a128["head_size"] == 128 and a128["heads"] == 1 and r["attention"]["head_size"] == 32, (a128, r["attention"])
 assert [a["kernel"] for a in a128["results"]] == ["tensor_core_bf16", "tensor_core_bf16_ds_in_l2",
-                                                  "tensor_core_bf16_recompute", "simt_bf16", "simt_fp32"], a128
+                                                  "tensor_core_bf16_recompute", "tensor_core_bf16_single",
+                                                  "simt_bf16", "simt_fp32"], a128
 assert all(a["fwd_ms"] > 0 and a["bwd_ms"] > 0 for a in a128["results"]), a128
 assert r["attention_hs96"] is None, r["attention_hs96"]  # 96 does not divide tiny's width: left out
 # cuDNN's attention has no emulated stand-in: its benchmark row is left out, saying why, and so is the step's.

@@ -402,16 +402,20 @@ TEST(CudnnAttentionGpu, ForwardBackwardMatchCpuAndOurs) {
 }
 
 // kAuto takes the tensor cores exactly where the device gives a block the
-// shared memory they take at the head size (else the CUDA-core kernels:
-// the same bits as asking for those), and asking for the tensor cores
-// where they cannot run is an error that says why. On a GPU, as it is; on
-// the emulator also as a GPU of compute capability 8.9 with 99 KiB a block
-// (an L40S, as 8.6 and 12.0), where head size 128 (103 KiB) falls back and
-// 112 (91 KiB) does not, and as one of 7.5 (a T4: no tensor-core kernels).
+// shared memory they must have at the head size (else the CUDA-core
+// kernels: the same bits as asking for those), and asking for the tensor
+// cores where they cannot run is an error that says why. At head size 128
+// the double-buffered backward takes 103 KiB: a GPU of 99 KiB a block runs
+// it single-buffered, with the same bits. On a GPU, as it is and with the
+// backward single-buffered (attention_force_single_buffers); on the
+// emulator also as a GPU of compute capability 8.9 with 99 KiB a block (an
+// L40S, as 8.6 and 12.0: every head size on tensor cores, 128's backward
+// single-buffered), as one with 80 KiB (none is so: 128 and 112 fall back,
+// 64 does not), and as one of 7.5 (a T4: no tensor-core kernels).
 TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
   GPT_REQUIRE_GPU();
-  EXPECT_EQ(detail::attention_tensor_core_smem(128), 105488);  // dK/dV's 6 tiles of 64 x (128 + 8) bf16, + 1040
-  EXPECT_EQ(detail::attention_tensor_core_smem(112), 93200);
+  EXPECT_EQ(detail::attention_tensor_core_smem(128), 87040);  // the forward's 5 tiles of 64 x (128 + 8) bf16
+  EXPECT_EQ(detail::attention_tensor_core_smem(112), 93200);  // dK/dV's 6 tiles of 64 x (112 + 8), + 1040
   EXPECT_EQ(detail::attention_tensor_core_smem(64), 56336);
   struct Kind {
     const char* cc;
@@ -420,8 +424,10 @@ TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
   std::vector<Kind> kinds = {{nullptr, nullptr}};
 #ifdef GPT_EMULATED_BACKEND  // tests/unit/host_cuda/host_cuda_runtime.cpp
   kinds.push_back({"8.9", "101376"});
+  kinds.push_back({"8.9", "81920"});
   kinds.push_back({"7.5", "65536"});
 #endif
+  std::vector<std::vector<float>> as_is(129);  // the device as it is: the tensor cores' results by head size
   for (const Kind& kind : kinds) {
     if (kind.cc) {
       setenv("GPT_EMULATED_COMPUTE_CAPABILITY", kind.cc, 1);
@@ -431,6 +437,7 @@ TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    const std::string as = kind.cc ? std::string(kind.cc) + "/" + kind.smem_optin : "";
     for (int64_t hs : {64, 112, 128}) {
       SCOPED_TRACE(::testing::Message() << "compute capability major " << major << ", " << optin
                                         << " bytes a block, head size " << hs);
@@ -438,31 +445,48 @@ TEST(CudaAttention, TensorCoresWhereTheDeviceGivesTheirSharedMemory) {
       const AttentionShape s{2, 75, hs, 1};
       const std::string why = attention_tensor_cores_unavailable(s);
       EXPECT_EQ(why.empty(), fits) << why;
-      if (kind.cc && std::string(kind.cc) == "8.9") {
-        EXPECT_EQ(why, hs == 128 ? "at head size 128 their blocks take 103.0 KiB of shared memory, and this GPU "
-                                   "(compute capability 8.9) gives a block 99.0 KiB"
-                                 : "");
+      if (as == "8.9/101376") {
+        EXPECT_EQ(why, "");
       }
-      if (kind.cc && std::string(kind.cc) == "7.5") {
+      if (as == "8.9/81920") {
+        EXPECT_EQ(why, hs == 64 ? ""
+                                : "at head size " + std::to_string(hs) + " their blocks take " +
+                                      (hs == 128 ? "85.0" : "91.0") +
+                                      " KiB of shared memory, and this GPU (compute capability 8.9) gives a block "
+                                      "80.0 KiB");
+      }
+      if (as == "7.5/65536") {
         EXPECT_EQ(why, "compute capability 7.5 (8.0 or newer needed)");
       }
       auto qkv = input<bf16>(s.B * s.T * 3 * hs, 1.f, 40 + hs), dy = input<bf16>(s.B * s.T * hs, 1.f, 50 + hs);
       Dev<bf16> gqkv(qkv), gdy(dy);
-      const int64_t scratch_floats = attention_backward_scratch(s, int64_t(1) << 30);
-      std::vector<float> results[2];
-      const AttentionKernel kernels[2] = {AttentionKernel::kAuto,
-                                          fits ? AttentionKernel::kTensorCore : AttentionKernel::kSimt};
-      for (int k = 0; k < 2; ++k) {
+      // out and dqkv, one after the other; dQ from the stored dS where the kernels store it (a budget for all
+      // pairs), or recomputed (no budget).
+      auto run = [&](AttentionKernel kernel, int64_t ds_budget = int64_t(1) << 30) {
+        const int64_t scratch_floats = attention_backward_scratch(s, ds_budget);
         Dev<bf16> out(s.B * s.T * hs), dqkv(s.B * s.T * 3 * hs);
         Dev<float> lse(s.B * s.T), sc{size_t(scratch_floats)};
-        attention_forward(out.data(), lse.data(), gqkv.data(), s, nullptr, kernels[k]);
+        attention_forward(out.data(), lse.data(), gqkv.data(), s, nullptr, kernel);
         attention_backward(dqkv.data(), sc.data(), scratch_floats, gdy.data(), gqkv.data(), out.data(), lse.data(),
-                           s, nullptr, kernels[k]);
-        results[k] = out.download();
+                           s, nullptr, kernel);
+        std::vector<float> r = out.download();
         const std::vector<float> d = dqkv.download();
-        results[k].insert(results[k].end(), d.begin(), d.end());
+        r.insert(r.end(), d.begin(), d.end());
+        return r;
+      };
+      const std::vector<float> chosen = run(fits ? AttentionKernel::kTensorCore : AttentionKernel::kSimt);
+      EXPECT_EQ(run(AttentionKernel::kAuto), chosen) << "kAuto is not the kernels it should take";
+      if (fits && !kind.cc) {
+        as_is[size_t(hs)] = chosen;
+        const std::vector<float> recomputed = run(AttentionKernel::kTensorCore, 0);
+        detail::attention_force_single_buffers(true);
+        EXPECT_EQ(run(AttentionKernel::kTensorCore), chosen) << "single buffers, other bits";
+        EXPECT_EQ(run(AttentionKernel::kTensorCore, 0), recomputed) << "single buffers, dQ recomputed: other bits";
+        detail::attention_force_single_buffers(false);
       }
-      EXPECT_EQ(results[0], results[1]) << "kAuto is not the kernels it should take";
+      if (fits && kind.cc && !as_is[size_t(hs)].empty()) {
+        EXPECT_EQ(chosen, as_is[size_t(hs)]) << "the tensor cores as another GPU, other bits";
+      }
       if (!fits) {
         Dev<bf16> out(s.B * s.T * hs);
         Dev<float> lse(s.B * s.T);

@@ -40,21 +40,34 @@ using test::rel_error;
 // gradients the dK/dV kernel stored (dq_from_ds_kernel), the (b, h) pairs
 // in two launches of each kernel (bh0) when there are several.
 // kTensorCoreWideBf16: the forward on 128-query tiles (forward_wide_kernel).
-enum class Family { kTensorCoreBf16, kTensorCoreDsBf16, kTensorCoreWideBf16, kSimtFp32, kSimtBf16 };
-bool tensor_cores(Family f) {
-  return f == Family::kTensorCoreBf16 || f == Family::kTensorCoreDsBf16 || f == Family::kTensorCoreWideBf16;
-}
+// kTensorCoreSingleBf16 / kTensorCoreSingleDsBf16: the backward's streamed
+// tiles single-buffered (kBufs = 1, what GPUs of 99 KiB a block run at head
+// size 128), without and with the stored dS.
+enum class Family {
+  kTensorCoreBf16,
+  kTensorCoreDsBf16,
+  kTensorCoreWideBf16,
+  kTensorCoreSingleBf16,
+  kTensorCoreSingleDsBf16,
+  kSimtFp32,
+  kSimtBf16
+};
+bool tensor_cores(Family f) { return f != Family::kSimtFp32 && f != Family::kSimtBf16; }
+bool single_buffered(Family f) { return f == Family::kTensorCoreSingleBf16 || f == Family::kTensorCoreSingleDsBf16; }
+bool stored_ds(Family f) { return f == Family::kTensorCoreDsBf16 || f == Family::kTensorCoreSingleDsBf16; }
 
 struct Case {
   Family family;
   int B, T, C, NH;
 };
 const char* name(Family f) {
-  return f == Family::kTensorCoreBf16     ? "tc_bf16"
-         : f == Family::kTensorCoreDsBf16 ? "tc_ds_bf16"
-         : f == Family::kTensorCoreWideBf16 ? "tc_wide_bf16"
-         : f == Family::kSimtFp32         ? "simt_fp32"
-                                          : "simt_bf16";
+  return f == Family::kTensorCoreBf16           ? "tc_bf16"
+         : f == Family::kTensorCoreDsBf16       ? "tc_ds_bf16"
+         : f == Family::kTensorCoreWideBf16     ? "tc_wide_bf16"
+         : f == Family::kTensorCoreSingleBf16   ? "tc_single_bf16"
+         : f == Family::kTensorCoreSingleDsBf16 ? "tc_single_ds_bf16"
+         : f == Family::kSimtFp32               ? "simt_fp32"
+                                                : "simt_bf16";
 }
 void PrintTo(const Case& k, std::ostream* os) {
   *os << name(k.family) << " B=" << k.B << " T=" << k.T << " C=" << k.C << " NH=" << k.NH;
@@ -89,17 +102,19 @@ void forward(Family f, T* out, float* lse, const T* qkv, const Case& k) {
                         [&] { simt::attention_forward_kernel<T, HS>(out, lse, qkv, k.T, k.C, k.NH, scale); });
 }
 
-template <typename T, int HS>
+template <typename T, int HS, int kBufs = 2>
 void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, const float* delta, const Case& k) {
   const float scale = 1.f / std::sqrt(float(HS));
+  if constexpr (std::is_same_v<T, bf16> && kBufs == 2)
+    if (single_buffered(f)) return backward<T, HS, 1>(f, dqkv, dy, qkv, lse, delta, k);
   if constexpr (std::is_same_v<T, bf16>) {
-    if (f == Family::kTensorCoreDsBf16) {
+    if (stored_ds(f)) {
       const int pairs = k.B * k.NH, chunk = (pairs + 1) / 2;
       Guarded<bf16> ds(size_t(chunk * attention_ds_bytes_per_pair(k.T)) / sizeof(bf16));
       for (int bh0 = 0; bh0 < pairs; bh0 += chunk) {
         const dim3 grid = tc::tile_grid_pairs(k.T, std::min(chunk, pairs - bh0));
-        emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
-          tc::dkv_kernel<HS, true>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale, ds.data(), bh0);
+        emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS, kBufs>()), [&] {
+          tc::dkv_kernel<HS, true, kBufs>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale, ds.data(), bh0);
         });
         emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_from_ds_smem<HS>()), [&] {
           tc::dq_from_ds_kernel<HS>(dqkv, ds.data(), qkv, k.T, k.C, k.NH, scale, bh0);
@@ -110,11 +125,11 @@ void backward(Family f, T* dqkv, const T* dy, const T* qkv, const float* lse, co
     }
     if (tensor_cores(f)) {
       const dim3 grid = tc::tile_grid(k.B, k.T, k.NH);
-      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS>()), [&] {
-        tc::dkv_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dkv_smem<HS, kBufs>()), [&] {
+        tc::dkv_kernel<HS, false, kBufs>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
       });
-      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_smem<HS>()), [&] {
-        tc::dq_kernel<HS>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
+      emulated_cuda::launch(grid, tc::kThreads, size_t(tc::dq_smem<HS, kBufs>()), [&] {
+        tc::dq_kernel<HS, kBufs>(dqkv, dy, qkv, lse, delta, k.T, k.C, k.NH, scale);
       });
       return;
     }
@@ -252,9 +267,13 @@ TEST_P(EmulatedAttention, MatchesCpuAttention) {
 // streams a second tile, and on CUDA cores (two lanes per row,
 // kLanesPerRow) ends in a partial warp of query rows and leaves the
 // forward's last block three warps with none, so the grouped lanes' sums
-// run with inactive rows.
+// run with inactive rows. The single-buffered backward (launched at head
+// size 128 only) at 128 and 64, on one tile and on several.
 std::vector<Case> cases() {
   std::vector<Case> all;
+  for (Family f : {Family::kTensorCoreSingleBf16, Family::kTensorCoreSingleDsBf16})
+    for (Case shape : {Case{f, 2, 75, 256, 2}, Case{f, 1, 200, 256, 2}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})
+      all.push_back(shape);
   for (Family f : {Family::kTensorCoreBf16, Family::kTensorCoreDsBf16, Family::kTensorCoreWideBf16,
                    Family::kSimtFp32, Family::kSimtBf16}) {
     for (Case shape : {Case{f, 2, 75, 128, 2}, Case{f, 1, 200, 128, 4}, Case{f, 1, 200, 128, 2}, Case{f, 1, 64, 64, 1}})

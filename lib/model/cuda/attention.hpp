@@ -53,8 +53,10 @@ std::string attention_head_sizes();
 // buffers (16-byte aligned) of shape s on the current device, in one line;
 // "" when it runs the tensor cores. Besides a shape they do not take, the
 // device: compute capability below 8.0, or less shared memory a block than
-// they take at this head size (attention_tc.hpp: at 128, 103 KiB, where
-// compute capability 8.6, 8.9 and 12.0 give 99 KiB).
+// they must have at this head size (attention_tc.hpp: at 128 the forward's
+// 85 KiB, the backward single-buffered where a block cannot have its
+// double buffers' 103 KiB; every GPU of compute capability 8.0 or newer
+// gives at least 99 KiB).
 std::string attention_tensor_cores_unavailable(const AttentionShape& s);
 
 // out[B, T, C]; lse[B, NH, T] saved for backward. kTensorCore where it does

@@ -44,16 +44,22 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s,
                              int(s.C), int(s.NH), scale);
 }
 
+// The fewest buffers of the backward's streamed tiles compiled at head size
+// HS: at 128, where the double-buffered blocks take 103 KiB, also single
+// buffers (69 KiB), for GPUs that give a block 99 KiB (8.6, 8.9, 12.0).
 template <int HS>
-void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
-                 const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
+constexpr int kFewestBufs = HS == 128 ? 1 : 2;
+
+template <int HS, int kBufs>
+void backward_bufs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
+                   const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
   const float scale = 1.f / sqrtf(float(HS));
   const int T = int(s.T), C = int(s.C), NH = int(s.NH);
   if (ds_pairs <= 0) {
     const dim3 grid = tile_grid(s.B, s.T, s.NH);
-    launch<dkv_kernel<HS>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale,
-                           static_cast<bf16*>(nullptr), 0);
-    launch<dq_kernel<HS>>(dq_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale);
+    launch<dkv_kernel<HS, false, kBufs>>(dkv_smem<HS, kBufs>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C,
+                                         NH, scale, static_cast<bf16*>(nullptr), 0);
+    launch<dq_kernel<HS, kBufs>>(dq_smem<HS, kBufs>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale);
     return;
   }
   // The pairs in as few chunks as fit the stored dS, of equal size
@@ -63,23 +69,41 @@ void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* q
   const int64_t pairs = s.B * s.NH, per_launch = attention_ds_launches(pairs, ds_pairs).pairs;
   for (int64_t bh0 = 0; bh0 < pairs; bh0 += per_launch) {
     const dim3 grid = tile_grid_pairs(s.T, std::min(per_launch, pairs - bh0));
-    launch<dkv_kernel<HS, true>>(dkv_smem<HS>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH, scale, ds,
-                                 int(bh0));
+    launch<dkv_kernel<HS, true, kBufs>>(dkv_smem<HS, kBufs>(), grid, stream, dqkv, dout, qkv, lse, delta, T, C, NH,
+                                        scale, ds, int(bh0));
     launch<dq_from_ds_kernel<HS>>(dq_from_ds_smem<HS>(), grid, stream, dqkv, static_cast<const bf16*>(ds), qkv, T, C,
                                   NH, scale, int(bh0));
   }
 }
 
+bool g_force_single_buffers = false;  // attention_force_single_buffers
+
+// Double buffers where the device gives a block their memory (smem_optin
+// bytes), else single ones where compiled. attention_tensor_core_ok has
+// held the device to tensor_core_smem (the fewest buffers' need).
+template <int HS>
+void backward_hs(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
+                 const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs, int smem_optin) {
+  if constexpr (kFewestBufs<HS> == 1)
+    if (g_force_single_buffers || std::max(dkv_smem<HS, 2>(), dq_smem<HS, 2>()) > smem_optin)
+      return backward_bufs<HS, 1>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+  backward_bufs<HS, 2>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+}
+
 }  // namespace
 
-// The largest of the kernels' blocks at head size HS (the wide forward is
-// compiled at 32 and 64 only).
+// The largest of the kernels' blocks at head size HS, with the backward's
+// fewest buffers: what a block must be given for them to run (the wide
+// forward is compiled at 32 and 64 only).
 template <int HS>
 constexpr int tensor_core_smem() {
-  int most = std::max({forward_smem<HS>(), dkv_smem<HS>(), dq_smem<HS>(), dq_from_ds_smem<HS>()});
+  constexpr int kBufs = kFewestBufs<HS>;
+  int most = std::max({forward_smem<HS>(), dkv_smem<HS, kBufs>(), dq_smem<HS, kBufs>(), dq_from_ds_smem<HS>()});
   if constexpr (HS == 32 || HS == 64) most = std::max(most, forward_wide_smem<HS>());
   return most;
 }
+
+void attention_force_single_buffers(bool on) { g_force_single_buffers = on; }
 
 int64_t attention_tensor_core_smem(int64_t hs) {
   int64_t bytes = 0;
@@ -160,8 +184,9 @@ void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, const Attentio
 
 void attention_backward_tc(bf16* dqkv, const float* delta, const bf16* dout, const bf16* qkv, const float* lse,
                            const AttentionShape& s, cudaStream_t stream, bf16* ds, int64_t ds_pairs) {
+  const int smem_optin = current_device().smem_optin;
   with_head_size(s.C / s.NH, [&](auto hs) {
-    backward_hs<decltype(hs)::value>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs);
+    backward_hs<decltype(hs)::value>(dqkv, delta, dout, qkv, lse, s, stream, ds, ds_pairs, smem_optin);
   });
 }
 

@@ -36,11 +36,18 @@ void with_head_size(int64_t hs, F&& f) {
   }
 }
 
-// Bytes of shared memory a block of the tensor-core kernels takes at head
-// size hs (attention_supported()): the most any of them takes, forward or
-// backward. 103 KiB at 128, more than the 99 KiB a block may have on
-// compute capability 8.6, 8.9 and 12.0 (A10, L4, L40S, RTX 30/40/50).
+// Bytes of shared memory a block of the tensor-core kernels must be given at
+// head size hs (attention_supported()) for them to run: the most any of them
+// takes, forward or backward, with the backward's fewest buffers. At 128 the
+// forward's 85 KiB: the double-buffered backward takes 103 KiB, more than
+// the 99 KiB a block may have on compute capability 8.6, 8.9 and 12.0 (A10,
+// L4, L40S, RTX 30/40/50), which run it single-buffered (69 KiB); 91 KiB at
+// 112, 55 KiB at 64.
 int64_t attention_tensor_core_smem(int64_t hs);
+
+// Tests: the backward single-buffered wherever that is compiled (head size
+// 128) on any GPU, as on one of 99 KiB a block; it computes the same bits.
+void attention_force_single_buffers(bool on);
 
 // The shape and the current device (attention_tensor_cores_unavailable),
 // bf16 storage, and every pointer 16-byte aligned (the kernels move

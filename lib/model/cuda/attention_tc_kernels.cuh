@@ -17,6 +17,10 @@
 //
 // The streamed tiles are double-buffered: the next tile's copies (cp.async)
 // are issued before the current tile's products, so loads overlap compute.
+// At head size 128 the backward kernels also come single-buffered (kBufs =
+// 1: a tile's copies are issued once the previous tile is done with its
+// buffer, then waited for), for GPUs whose blocks cannot have the
+// double-buffered ones' 103 KiB (8.6, 8.9, 12.0: 99 KiB).
 //
 // Forward: online softmax, O in fp32 registers, only the log-sum-exp saved.
 // Backward: dK/dV (one block per key tile, query tiles streamed) and dQ (one
@@ -63,14 +67,14 @@ template <int HS>
 constexpr int kTileElems = kTileRows * kLd<HS>;
 template <int HS>
 constexpr int kTileBytes = kTileElems<HS> * 2;
-// Forward: Q, 2 x (K, V). dK/dV: K, V, 2 x (Q, dO), 2 x (lse, delta) rows.
-// dQ: Q, dO, 2 x (K, V).
+// Forward: Q, 2 x (K, V). dK/dV: K, V, kBufs x (Q, dO), kBufs x (lse, delta)
+// rows, dS^T's pointer. dQ: Q, dO, kBufs x (K, V).
 template <int HS>
 constexpr int forward_smem() { return 5 * kTileBytes<HS>; }
-template <int HS>
-constexpr int dkv_smem() { return 6 * kTileBytes<HS> + 4 * kTileRows * 4 + 16; }  // + dS^T's pointer
-template <int HS>
-constexpr int dq_smem() { return 6 * kTileBytes<HS>; }
+template <int HS, int kBufs = 2>
+constexpr int dkv_smem() { return (2 + 2 * kBufs) * kTileBytes<HS> + 2 * kBufs * kTileRows * 4 + 16; }
+template <int HS, int kBufs = 2>
+constexpr int dq_smem() { return (2 + 2 * kBufs) * kTileBytes<HS>; }
 
 // cp.async for the streamed tiles; false turns them into ordinary 16-byte
 // copies (same double buffering and barriers), a switch for checking on a
@@ -629,19 +633,21 @@ constexpr int kDkvMinBlocksFor = HS > 64 ? 2 : kDkvMinBlocks;
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 // kStoreDs: dS^T's tiles also go to ds (ds_row_offset's layout; the launch
-// covers pairs bh0 + blockIdx.y), for dq_from_ds_kernel.
-template <int HS, bool kStoreDs = false>
+// covers pairs bh0 + blockIdx.y), for dq_from_ds_kernel. kBufs: buffers of
+// the streamed Q/dO tiles (2, or 1 where a block cannot have 2's memory).
+template <int HS, bool kStoreDs = false, int kBufs = 2>
 __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
     dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* delta, int Tn, int C,
                int NH, float scale, bf16* ds = nullptr, int bh0 = 0) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   bf16* ks = reinterpret_cast<bf16*>(dynamic_smem());
   bf16 *vs = ks + kTileElems<HS>, *qdo = vs + kTileElems<HS>;  // buffer b: Q at qdo + 2b tiles, dO after it
+  static_assert(kBufs == 1 || kBufs == 2, "single or double buffering");
   // buffer b: -lse * log2(e) at rows_s + 2b * 64, delta after it
-  float* rows_s = reinterpret_cast<float*>(qdo + 4 * kTileElems<HS>);
+  float* rows_s = reinterpret_cast<float*>(qdo + 2 * kBufs * kTileElems<HS>);
   // kStoreDs: tile (i, j) of the stored dS^T is at this pointer + i (i + 1) / 2 tiles; kept in shared memory
   // and read (volatile) at each store, so that no register holds it through the loop.
-  bf16** ds_base_s = reinterpret_cast<bf16**>(rows_s + 4 * kTileRows);
+  bf16** ds_base_s = reinterpret_cast<bf16**>(rows_s + 2 * kBufs * kTileRows);
   // Above head size 64 the kernel without stores is this code too, the stores skipped where ds is null: at 128
   // ptxas (CUDA 13.0) keeps it within 255 registers so, and spills 4 to 36 bytes for every other form tried.
   constexpr bool kStoreCode = kStoreDs || HS > 64;
@@ -725,7 +731,12 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
     }
   };
   auto tile = [&](auto diagonal, int i0, int b) {
-    stream_step(b, i0, Tn, load_qdo);
+    if constexpr (kBufs == 2) {
+      stream_step(b, i0, Tn, load_qdo);
+    } else {  // the first tile's copies were issued with K's and V's
+      if (i0 != j0) load_qdo(0, i0);
+      tile_ready(false);
+    }
     using Zero = std::integral_constant<int, 0>;
     if constexpr (!kStoreDs && (HS == 32 || HS == 64)) {
       queries(diagonal, Zero{}, std::integral_constant<int, kKeyBlocks>{}, i0, b);
@@ -741,7 +752,8 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
     __syncthreads();  // every warp is done with buffer b before it is refilled
   };
   tile(Diagonal{}, j0, 0);
-  for (int i0 = j0 + kTileRows, b = 1; i0 < Tn; i0 += kTileRows, b ^= 1) tile(OffDiagonal{}, i0, b);
+  for (int i0 = j0 + kTileRows, b = kBufs - 1; i0 < Tn; i0 += kTileRows, b = kBufs == 2 ? b ^ 1 : 0)
+    tile(OffDiagonal{}, i0, b);
   bf16* base = dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS;
   store_rows<HS>(base + C, dk, j0 + warp * 16, Tn, stride, scale, scale);
   store_rows<HS>(base + 2 * C, dv, j0 + warp * 16, Tn, stride, 1.f, 1.f);
@@ -767,7 +779,8 @@ __global__ void __launch_bounds__(kThreads, kDkvMinBlocksFor<HS>)
 // dQ for the 64 queries [q0, q0 + 64) of one (b, h); key tiles from 0 to the
 // diagonal. Per key tile, with this warp's 16 queries as rows:
 //   S = Q K^T, dP = dO V^T, dS = exp(scale S - lse) (dP - delta), dQ += dS K.
-template <int HS>
+// kBufs: buffers of the streamed K/V tiles, as in dkv_kernel.
+template <int HS, int kBufs = 2>
 __global__ void GPT_DQ_LAUNCH_BOUNDS dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                                                const float* delta, int Tn, int C, int NH, float scale) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -800,7 +813,14 @@ __global__ void GPT_DQ_LAUNCH_BOUNDS dq_kernel(bf16* dqkv, const bf16* dout, con
   float dq[HS / 8][4] = {};
   auto tile = [&](auto diagonal, int j0, int b) {
     constexpr bool kDiagonal = decltype(diagonal)::value;
-    const bf16 *ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C), *vs = ks + kTileElems<HS>;
+    const bf16* ks = kv;
+    if constexpr (kBufs == 2) {
+      ks = kv_step<HS>(kv, b, at.qkv, j0, j_end, Tn, C);
+    } else {  // the first tile's copies were issued with Q's and dO's
+      if (j0 != 0) load_kv<HS>(kv, 0, at.qkv, j0, Tn, C);
+      tile_ready(false);
+    }
+    const bf16* vs = ks + kTileElems<HS>;
     // On the diagonal tile, keys past the warp's last row are masked (and skipped).
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
     scores<HS>(s, qa, ks, 0, kDiagonal ? 2 * warp + 1 : kKeyBlocks - 1);
@@ -821,7 +841,7 @@ __global__ void GPT_DQ_LAUNCH_BOUNDS dq_kernel(bf16* dqkv, const bf16* dout, con
     __syncthreads();  // every warp is done with buffer b before it is refilled
   };
   int j0 = 0, b = 0;
-  for (; j0 < q0; j0 += kTileRows, b ^= 1) tile(OffDiagonal{}, j0, b);
+  for (; j0 < q0; j0 += kTileRows, b = kBufs == 2 ? b ^ 1 : 0) tile(OffDiagonal{}, j0, b);
   tile(Diagonal{}, j0, b);
   store_rows<HS>(dqkv + int64_t(at.b) * Tn * 3 * C + int64_t(at.h) * HS, dq, row0, Tn, stride, scale, scale);
 #else
