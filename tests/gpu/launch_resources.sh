@@ -35,10 +35,10 @@ unset GPT_EMULATED_LAUNCH_LOG
 # the tensor-core kernels cannot: unaligned pointers), not bf16 training; at
 # head size 64 their one-warp backward blocks keep 64-wide rows per lane.
 # The tensor-core attention runs only where a block may have its shared
-# memory (attention_tensor_core_ok): at head size 128 not on 8.6 and 8.9.
-# (The backend holds a head size's kernels to the largest one's need; the
-# check holds each to its own, so it lists the forward at 128 as running
-# there.) The probe kernel is never launched: the start-up check asks CUDA
+# memory (attention_tensor_core_ok, and the backward's choice of buffers):
+# at head size 128 on 8.6 and 8.9 the forward and the single-buffered
+# backward, not the double-buffered one, which the check lists as not run
+# there. The probe kernel is never launched: the start-up check asks CUDA
 # for its attributes (core/cuda/device_query.hpp device_unusable_reason).
 python3 "$root/scripts/kernel_resources.py" --ptxas "$ptxas" --logs "$work/logs" \
   --json "$work/kernel_resources.json" --spill-ok '^simt::' --smem-gated '^tc::' --unlaunched '::probe_kernel$' "$@"
