@@ -158,7 +158,10 @@ nlohmann::json run(Args& a) {
       std::printf("  %-26s n/a: the wide forward takes head sizes 32 and 64\n", c.name);
       continue;
     }
-    if (c.single && a.embd / a.heads != 128) continue;  // single buffers are compiled at 128 only
+    if (c.single && !cuda::detail::attention_has_single_buffers(a.embd / a.heads)) {
+      std::printf("  %-26s n/a: the backward is single-buffered at head size 128 only\n", c.name);
+      continue;
+    }
     if (c.cudnn) {  // optional: cuDNN may be absent, or offer no engine for the shape
       const std::string why = cuda::cudnn_attention_unavailable(cuda::AttentionShape{a.batch, a.seq, a.embd, a.heads});
       if (!why.empty()) {

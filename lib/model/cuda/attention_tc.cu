@@ -103,6 +103,12 @@ constexpr int tensor_core_smem() {
   return most;
 }
 
+bool attention_has_single_buffers(int64_t hs) {
+  bool has = false;
+  with_head_size(hs, [&](auto h) { has = kFewestBufs<decltype(h)::value> == 1; });
+  return has;
+}
+
 void attention_force_single_buffers(bool on) { g_force_single_buffers = on; }
 
 int64_t attention_tensor_core_smem(int64_t hs) {

@@ -45,8 +45,11 @@ void with_head_size(int64_t hs, F&& f) {
 // 112, 55 KiB at 64.
 int64_t attention_tensor_core_smem(int64_t hs);
 
-// Tests: the backward single-buffered wherever that is compiled (head size
-// 128) on any GPU, as on one of 99 KiB a block; it computes the same bits.
+// Whether the backward is compiled single-buffered at head size hs (128
+// only), for GPUs that cannot give a block its double buffers.
+bool attention_has_single_buffers(int64_t hs);
+// Tests: the backward single-buffered wherever that is compiled on any GPU,
+// as on one of 99 KiB a block; it computes the same bits.
 void attention_force_single_buffers(bool on);
 
 // The shape and the current device (attention_tensor_cores_unavailable),
