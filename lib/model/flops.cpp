@@ -33,7 +33,11 @@ namespace {
 // GPU takes the B200's figures (its 1200 W peak is 2500). The GeForce and
 // RTX workstation rows: bf16 with fp32 accumulation (a GeForce card's
 // tensor cores run it at half their fp16-accumulate rate); their laptop
-// parts (clocked lower) are not these rows.
+// parts (clocked lower) are not these rows. The RTX 3090's figures are
+// GA102's whitepaper's; the 3090 Ti's are the same arithmetic (multiprocessors
+// x boost clock x 512 bf16 flops per clock with fp32 accumulation, 128 fp32)
+// at its 84 and 1.86 GHz. The H20 and L20 (China's Hopper and Ada parts)
+// are their datasheets'.
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -57,7 +61,9 @@ constexpr GpuRow kGpus[] = {
     {"L4", 121e12, 30.3e12, 24, false, 0, 4, 58},         {"V100", 125e12, 15.7e12, 32, true, 150, 3, 80},
     {"GB200", 2250e12, 80e12, 180, false, 900, 6, 148},   {"A40", 149.7e12, 37.4e12, 48, false, 0, 4, 84},
     {"RTX A6000", 154.8e12, 38.7e12, 48, false, 0, 4, 84}, {"RTX 6000 Ada", 364.2e12, 91.1e12, 48, false, 0, 4, 142},
-    {"RTX 4090", 165.2e12, 82.6e12, 24, false, 0, 4, 128}, {"RTX 5090", 209.5e12, 104.8e12, 32, false, 0, 5, 170}};
+    {"RTX 4090", 165.2e12, 82.6e12, 24, false, 0, 4, 128}, {"RTX 5090", 209.5e12, 104.8e12, 32, false, 0, 5, 170},
+    {"H20", 148e12, 44e12, 96, false, 450, 5, 78},        {"L20", 119.5e12, 59.8e12, 48, false, 0, 4, 92},
+    {"RTX 3090 Ti", 80e12, 40e12, 24, false, 0, 4, 84},   {"RTX 3090", 71e12, 35.6e12, 24, false, 0, 4, 82}};
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool holds_words(const std::string& name, const std::string& key) {
   for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {

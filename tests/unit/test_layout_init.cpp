@@ -285,6 +285,16 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090", false), 82.6e12);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA GeForce RTX 5090"), 32 * GiB);
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090", true), 209.5e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 3090", true), 71e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 3090 Ti", true), 80e12);  // its own row, not the 3090's
+  EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 3090 Ti", false), 40e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA GeForce RTX 3090"), 24 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H20", true), 148e12);  // China's Hopper: neither an H200 nor an H100
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H20", false), 44e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H20"), 96 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H200", true), 989e12);  // not the H20
+  EXPECT_EQ(gpu_peak_flops("NVIDIA L20", true), 119.5e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA L20"), 48 * GiB);
   // A laptop part is clocked lower than its desktop namesake: unknown.
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090 Laptop GPU", true), 0);
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090 Max-Q", true), 0);
@@ -301,6 +311,7 @@ TEST(GpuTable, PeakScalesWithTheMultiprocessors) {
   EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H100 PCIe", true, 57), 756e12 / 2);  // 114 SMs
   EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA A100-SXM4-40GB", true, 54), 312e12 / 2);  // 108 SMs
   EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA B200", true, 74), 2250e12 / 2);  // 148 SMs
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA H20", true, 39), 148e12 / 2);  // 78 SMs
   EXPECT_EQ(gpu_peak_flops("emulated CUDA device", true, 66), 0);
 }
 
@@ -325,6 +336,9 @@ TEST(GpuTable, RingBandwidthByDeviceName) {
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A10"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L4"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("Tesla V100-PCIE-32GB"), 12.8e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H20"), 360e9);  // NVLink as the H100's
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L20"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GeForce RTX 3090"), 25.6e9);
   EXPECT_EQ(gpu_ring_bandwidth("emulated CUDA device"), 0);
 }
 
