@@ -26,11 +26,14 @@ but not what it needs. Together they answer what a real GPU would:
 
 and reports, for each kernel and launch configuration, the resident blocks
 and occupancy an SM allows and what limits them (the CUDA occupancy
-calculator's rules for compute capability 8.0, 8.6, 8.9, 9.0 and 10.0).
-8.6 and 8.9 (A10, L4, L40S, RTX 30/40) run the sm_80 code (binary
+calculator's rules for compute capability 8.0, 8.6, 8.9, 9.0, 10.0 and
+12.0). 8.6 and 8.9 (A10, L4, L40S, RTX 30/40) run the sm_80 code (binary
 compatible within a major version) on smaller SMs: 1536 threads and
 100 KiB of shared memory; give them the sm_80 PTX, which ptxas assembles
-for sm_80 once.
+for sm_80 once. 12.0 (RTX 50, RTX PRO Blackwell) has SMs of that size and
+no code of its own in the default build (80;90;100): its driver compiles
+the newest PTX, sm_100's, for it; give it the sm_100 PTX, which ptxas
+assembles for sm_120 (blocks per SM from the toolkit's cuda_occupancy.h).
 
   kernel_resources.py --ptxas PTXAS --logs DIR --json OUT \\
       [--unlaunched REGEX] [--spill-ok REGEX] [--smem-gated REGEX] sm_80=a.ptx:b.ptx sm_90=...
@@ -59,6 +62,8 @@ SM_LIMITS = {
                   smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024),
     "sm_100": dict(name="B200/GB200 (10.0)", threads_per_sm=2048, blocks_per_sm=32, regs_per_sm=65536,
                    smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024),
+    "sm_120": dict(name="RTX 50/RTX PRO Blackwell (12.0)", threads_per_sm=1536, blocks_per_sm=24,
+                   regs_per_sm=65536, smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024),
 }
 REG_ALLOC_UNIT = 256       # registers, allocated per warp
 SUB_PARTITIONS = 4         # an SM's register file is 4 x 16K registers, one per warp scheduler

@@ -36,7 +36,7 @@ unset GPT_EMULATED_LAUNCH_LOG
 # head size 64 their one-warp backward blocks keep 64-wide rows per lane.
 # The tensor-core attention runs only where a block may have its shared
 # memory (attention_tensor_core_ok, and the backward's choice of buffers):
-# at head size 128 on 8.6 and 8.9 the forward and the single-buffered
+# at head size 128 on 8.6, 8.9 and 12.0 the forward and the single-buffered
 # backward, not the double-buffered one, which the check lists as not run
 # there. The probe kernel is never launched: the start-up check asks CUDA
 # for its attributes (core/cuda/device_query.hpp device_unusable_reason).

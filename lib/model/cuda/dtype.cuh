@@ -101,6 +101,16 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, W>& v) {
 __device__ __forceinline__ void opaque(uint4& v) {
   asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
 }
+// The same for a 16-byte Pack (its bytes copied, not type-punned: the copies
+// are register moves the compiler folds away).
+template <typename T, int W>
+__device__ __forceinline__ void opaque(Pack<T, W>& p) {
+  static_assert(sizeof(Pack<T, W>) == sizeof(uint4));
+  uint4 v;
+  memcpy(&v, &p, sizeof v);
+  opaque(v);
+  memcpy(&p, &v, sizeof v);
+}
 
 // W consecutive elements at p widened to fp32 (p 16-byte aligned when
 // W * sizeof(T) == 16).
