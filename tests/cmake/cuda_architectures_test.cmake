@@ -1,0 +1,27 @@
+# ctest cmake.cuda_architectures: which architectures of a building machine's
+# GPUs the build adds to the defaults (cmake/cuda_architectures.cmake).
+#   cmake -DMODULE=cmake/cuda_architectures.cmake -P cuda_architectures_test.cmake
+cmake_minimum_required(VERSION 3.25)
+include(${MODULE})
+set(nvcc "compute_75\ncompute_80\ncompute_86\ncompute_89\ncompute_90\ncompute_100\ncompute_103\ncompute_120\ncompute_121\n")
+set(failures 0)
+function(expect what archs nvcc_archs gpus expected)
+  gpt_cuda_architectures_uncovered(got "${archs}" "${nvcc_archs}" "${gpus}")
+  if(NOT "${got}" STREQUAL "${expected}")
+    message(SEND_ERROR "${what}: GPUs '${gpus}' with architectures '${archs}' added '${got}', expected '${expected}'")
+  endif()
+endfunction()
+# Binary compatible within a major version, at a minor not below the code's.
+expect("8.6 and 8.9 run the sm_80 code" "80;90;100" "${nvcc}" "86;89" "")
+expect("9.0 has its own" "80;90;100" "${nvcc}" "90" "")
+expect("10.3 (B300) runs the sm_100 code" "80;90;100" "${nvcc}" "103" "")
+expect("12.0 has no code of its major version" "80;90;100" "${nvcc}" "120" "120")
+expect("12.1 (DGX Spark) its own, once" "80;90;100" "${nvcc}" "121;121" "121")
+expect("a minor above the code's only" "80;90;100;121" "${nvcc}" "120" "120")
+expect("without 100, a B200 is added" "80;90" "${nvcc}" "100;120" "100;120")
+expect("-real and -virtual suffixes" "80-real;90-virtual" "${nvcc}" "86;90" "")
+expect("not what this nvcc cannot build" "80;90" "compute_80\ncompute_90\n" "100;120" "")
+expect("not compute_12 for compute_120" "80;90" "compute_1200\n" "120" "")
+expect("below 8.0: the backend refuses it" "80;90;100" "${nvcc}" "75" "")
+expect("no GPU" "80;90;100" "${nvcc}" "" "")
+expect("a special architecture is left alone" "90a" "${nvcc}" "120" "")
