@@ -30,10 +30,11 @@ calculator's rules for compute capability 8.0, 8.6, 8.9, 9.0, 10.0 and
 12.0). 8.6 and 8.9 (A10, L4, L40S, RTX 30/40) run the sm_80 code (binary
 compatible within a major version) on smaller SMs: 1536 threads and
 100 KiB of shared memory; give them the sm_80 PTX, which ptxas assembles
-for sm_80 once. 12.0 (RTX 50, RTX PRO Blackwell) has SMs of that size and
-no code of its own in the default build (80;90;100): its driver compiles
-the newest PTX, sm_100's, for it; give it the sm_100 PTX, which ptxas
-assembles for sm_120 (blocks per SM from the toolkit's cuda_occupancy.h).
+for sm_80 once. 12.0 (RTX 50, RTX PRO Blackwell) has SMs of that size
+(blocks per SM from the toolkit's cuda_occupancy.h): sm_120 is its own
+code (a build configured on such a machine has it), sm_120_jit what it runs
+of a build without: the driver compiles the newest PTX, sm_100's, for it;
+give sm_120_jit the sm_100 PTX, which ptxas assembles for sm_120.
 
   kernel_resources.py --ptxas PTXAS --logs DIR --json OUT \\
       [--unlaunched REGEX] [--spill-ok REGEX] [--smem-gated REGEX] sm_80=a.ptx:b.ptx sm_90=...
@@ -65,6 +66,8 @@ SM_LIMITS = {
     "sm_120": dict(name="RTX 50/RTX PRO Blackwell (12.0)", threads_per_sm=1536, blocks_per_sm=24,
                    regs_per_sm=65536, smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024),
 }
+# 12.0 running a build without sm_120 code: the sm_100 PTX, compiled for it.
+SM_LIMITS["sm_120_jit"] = dict(SM_LIMITS["sm_120"], name="RTX 50/RTX PRO Blackwell (12.0), sm_100 PTX", code="sm_120")
 REG_ALLOC_UNIT = 256       # registers, allocated per warp
 SUB_PARTITIONS = 4         # an SM's register file is 4 x 16K registers, one per warp scheduler
 SMEM_ALLOC_UNIT = 128      # bytes

@@ -131,14 +131,17 @@ class Rules(unittest.TestCase):
                          [8, 6, 6])
 
     def test_12_0_assembles_the_sm_100_ptx_for_itself(self):
-        # The same PTX file given to sm_100 and sm_120 is assembled once for each
-        # (the driver compiles sm_100's PTX for a 12.0 GPU); 12.0's SM holds 1536
-        # threads and 24 blocks: 64-thread blocks, 24 (not 32 as on sm_100).
-        report = self.assert_clean([("_Z1av", 32, 0, 0, None)], [("_Z1av", 64, 0, 0)], archs=("sm_100", "sm_120"))
+        # The same PTX file given to sm_100 and sm_120_jit is assembled once for
+        # each (the driver compiles sm_100's PTX for a 12.0 GPU); 12.0's SM holds
+        # 1536 threads and 24 blocks: 64-thread blocks, 24 (not 32 as on sm_100).
+        report = self.assert_clean([("_Z1av", 32, 0, 0, None)], [("_Z1av", 64, 0, 0)],
+                                   archs=("sm_100", "sm_120_jit"))
         self.assertEqual(sorted(self.ptxas_calls), ["--gpu-name=sm_100", "--gpu-name=sm_120"])
-        self.assertEqual([report["archs"][a]["launched"][0]["blocks_per_sm"] for a in ("sm_100", "sm_120")], [32, 24])
-        self.assert_violation([("_Z1fv", 32, 0, 0, None)], [("_Z1fv", 128, 101377, 101377)],
-                              "above a block's 101376", archs=("sm_120",))
+        self.assertEqual([report["archs"][a]["launched"][0]["blocks_per_sm"] for a in ("sm_100", "sm_120_jit")],
+                         [32, 24])
+        for arch in ("sm_120", "sm_120_jit"):
+            self.assert_violation([("_Z1fv", 32, 0, 0, None)], [("_Z1fv", 128, 101377, 101377)],
+                                  "above a block's 101376", archs=(arch,))
 
     def test_every_compiled_kernel_is_launched(self):
         k = [("_Z1av", 32, 0, 0, None), ("_Z1dv", 32, 0, 0, None)]
