@@ -37,7 +37,10 @@ namespace {
 // GA102's whitepaper's; the 3090 Ti's are the same arithmetic (multiprocessors
 // x boost clock x 512 bf16 flops per clock with fp32 accumulation, 128 fp32)
 // at its 84 and 1.86 GHz. The H20 and L20 (China's Hopper and Ada parts)
-// are their datasheets'.
+// are their datasheets'. The RTX PRO 6000 Blackwell (Workstation and Server
+// Edition; the 300 W Max-Q is clocked lower, and not this row): NVIDIA's
+// 125 TF fp32 and 4000 "AI TOPS" (fp4 with sparsity), an eighth of which is
+// its dense bf16 rate, fp32 accumulation at full rate as on the RTX 6000 Ada.
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -63,7 +66,8 @@ constexpr GpuRow kGpus[] = {
     {"RTX A6000", 154.8e12, 38.7e12, 48, false, 0, 4, 84}, {"RTX 6000 Ada", 364.2e12, 91.1e12, 48, false, 0, 4, 142},
     {"RTX 4090", 165.2e12, 82.6e12, 24, false, 0, 4, 128}, {"RTX 5090", 209.5e12, 104.8e12, 32, false, 0, 5, 170},
     {"H20", 148e12, 44e12, 96, false, 450, 5, 78},        {"L20", 119.5e12, 59.8e12, 48, false, 0, 4, 92},
-    {"RTX 3090 Ti", 80e12, 40e12, 24, false, 0, 4, 84},   {"RTX 3090", 71e12, 35.6e12, 24, false, 0, 4, 82}};
+    {"RTX 3090 Ti", 80e12, 40e12, 24, false, 0, 4, 84},   {"RTX 3090", 71e12, 35.6e12, 24, false, 0, 4, 82},
+    {"RTX PRO 6000 Blackwell", 500e12, 125e12, 96, false, 0, 5, 188}};
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool holds_words(const std::string& name, const std::string& key) {
   for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {

@@ -295,6 +295,10 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_peak_flops("NVIDIA H200", true), 989e12);  // not the H20
   EXPECT_EQ(gpu_peak_flops("NVIDIA L20", true), 119.5e12);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA L20"), 48 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", true), 500e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX PRO 6000 Blackwell Server Edition", false), 125e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 96 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", true), 0);  // 300 W
   // A laptop part is clocked lower than its desktop namesake: unknown.
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090 Laptop GPU", true), 0);
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090 Max-Q", true), 0);
@@ -339,6 +343,7 @@ TEST(GpuTable, RingBandwidthByDeviceName) {
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H20"), 360e9);  // NVLink as the H100's
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L20"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GeForce RTX 3090"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 51.2e9);
   EXPECT_EQ(gpu_ring_bandwidth("emulated CUDA device"), 0);
 }
 
