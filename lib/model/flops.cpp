@@ -41,6 +41,8 @@ namespace {
 // Edition; the 300 W Max-Q is clocked lower, and not this row): NVIDIA's
 // 125 TF fp32 and 4000 "AI TOPS" (fp4 with sparsity), an eighth of which is
 // its dense bf16 rate, fp32 accumulation at full rate as on the RTX 6000 Ada.
+// The H800 and A800 (China's H100 and A100) compute as those do; their
+// NVLink is 400 GB/s in both directions together, 200 each way.
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -67,7 +69,9 @@ constexpr GpuRow kGpus[] = {
     {"RTX 4090", 165.2e12, 82.6e12, 24, false, 0, 4, 128}, {"RTX 5090", 209.5e12, 104.8e12, 32, false, 0, 5, 170},
     {"H20", 148e12, 44e12, 96, false, 450, 5, 78},        {"L20", 119.5e12, 59.8e12, 48, false, 0, 4, 92},
     {"RTX 3090 Ti", 80e12, 40e12, 24, false, 0, 4, 84},   {"RTX 3090", 71e12, 35.6e12, 24, false, 0, 4, 82},
-    {"RTX PRO 6000 Blackwell", 500e12, 125e12, 96, false, 0, 5, 188}};
+    {"RTX PRO 6000 Blackwell", 500e12, 125e12, 96, false, 0, 5, 188},
+    {"H800 PCIe", 756e12, 51e12, 80, false, 0, 5, 114},  {"H800", 989e12, 67e12, 80, false, 200, 5, 132},
+    {"A800", 312e12, 19.5e12, 80, true, 200, 4, 108}};
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool holds_words(const std::string& name, const std::string& key) {
   for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {

@@ -299,6 +299,11 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_peak_flops("NVIDIA RTX PRO 6000 Blackwell Server Edition", false), 125e12);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 96 * GiB);
   EXPECT_EQ(gpu_peak_flops("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", true), 0);  // 300 W
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H800", true), 989e12);  // China's H100s and A100s compute as those
+  EXPECT_EQ(gpu_peak_flops("NVIDIA H800 PCIe", true), 756e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA H800"), 80 * GiB);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA A800-SXM4-80GB", true), 312e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA A800-SXM4-40GB"), 40 * GiB);
   // A laptop part is clocked lower than its desktop namesake: unknown.
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090 Laptop GPU", true), 0);
   EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 5090 Max-Q", true), 0);
@@ -344,6 +349,10 @@ TEST(GpuTable, RingBandwidthByDeviceName) {
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA L20"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA GeForce RTX 3090"), 25.6e9);
   EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA RTX PRO 6000 Blackwell Server Edition"), 51.2e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H800"), 160e9);  // NVLink at 200 GB/s a direction
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A800-SXM4-80GB"), 160e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA A800 80GB PCIe"), 25.6e9);
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA H800 PCIe"), 51.2e9);
   EXPECT_EQ(gpu_ring_bandwidth("emulated CUDA device"), 0);
 }
 
