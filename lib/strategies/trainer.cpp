@@ -247,6 +247,7 @@ struct Trainer::Impl {
   // attention_note.
   std::string tensor_core_note, tensor_core_where;
   std::string attention_note;  // attention auto: what was chosen and why
+  std::string code_note;       // a GPU running PTX its driver compiles: resolve_code_note
   std::unique_ptr<UnitModel> model;
   DataLoader loader;
   std::optional<DataLoader> val_loader;
@@ -330,6 +331,7 @@ struct Trainer::Impl {
                                 backend ? backend->arena() : nullptr},
                                layout, set_streams(), &mem)),
         attention_note(resolve_attention()),
+        code_note(resolve_code_note()),
         model(backend ? backend->make_model(layout, model_options())
                       : make_host_model(layout, model_options(), &mem)),
         loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world, cfg.seed,
@@ -408,6 +410,16 @@ struct Trainer::Impl {
       }
     }
     return note;
+  }
+  // Where a rank's GPU has no code of its own in this build, rank 0 says so
+  // once, naming the first such rank (ranks may hold different GPUs).
+  std::string resolve_code_note() {
+    if (!backend) return "";  // the same on every rank: --device
+    std::string note = backend->driver_compiled_code_note();
+    const RanksWhere on = ranks_where(!note.empty(), base);
+    if (on.count == 0) return "";
+    note = broadcast_string(std::move(note), on.first, base);
+    return world == 1 ? note : fmt::format("{} (on {} of {} ranks; rank {}'s GPU)", note, on.count, world, on.first);
   }
   std::string resolve_attention_auto() {
     if (resolved.attention != "auto") return "";
@@ -932,6 +944,7 @@ struct Trainer::Impl {
       log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
            backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
            param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
+    if (!code_note.empty()) log0("{}", code_note);
     if (!attention_note.empty()) log0("{}", attention_note);
     if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
       log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "

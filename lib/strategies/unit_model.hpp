@@ -61,6 +61,9 @@ class DeviceBackend {
   virtual std::string device_name() const = 0;
   virtual int device_index() const = 0;  // the CUDA device this rank uses
   virtual int64_t reserved_bytes() const = 0;  // held from the device, cached blocks included
+  // One line where this rank's GPU runs PTX its driver compiles (no code of
+  // its own in this build: core/cuda/device_query.hpp), else "".
+  virtual std::string driver_compiled_code_note() const { return ""; }
   // Why cuDNN's fused attention cannot run this rank's training passes of
   // B sequences of T tokens (width C, NH heads), or "" when it can: its
   // plans for both directions are then built on this device, so the model

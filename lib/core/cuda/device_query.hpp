@@ -37,5 +37,11 @@ DeviceInfo device_info(int i);
 std::string device_unusable_reason(int i);
 // This build's CUDA architectures (CMAKE_CUDA_ARCHITECTURES), e.g. "80 90 100".
 std::string build_cuda_architectures();
+// Where this build has no cubin for device i and its driver compiles the
+// build's PTX for it instead (core/cuda_code.hpp: a 12.0 GPU and a build
+// for 80;90;100), one line saying so; "" otherwise. The compiling happens
+// as each kernel first loads, once per driver cache: a first start that
+// seems to stall should not surprise anyone.
+std::string driver_compiled_code_note(int i);
 
 }  // namespace gpt::cuda

@@ -211,6 +211,7 @@ class CudaBackend final : public DeviceBackend {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
     return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
   }
+  std::string driver_compiled_code_note() const override { return cuda::driver_compiled_code_note(device_); }
   std::string tensor_core_attention_unavailable(int B, int T, int C, int NH) override {
     return pt_ == DType::kBF16 ? cuda::attention_tensor_cores_unavailable(cuda::AttentionShape{B, T, C, NH}) : "";
   }
