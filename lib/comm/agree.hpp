@@ -36,4 +36,17 @@ inline std::string broadcast_string(std::string s, int root, MPI_Comm comm) {
   return s;
 }
 
+// Collective over comm: the note of the lowest rank whose note is not
+// empty, on every rank ("" where every note is empty), and where notes
+// are (a rank's reason that something cannot run, named once for the job).
+struct FirstNote {
+  std::string text;
+  RanksWhere where;
+};
+inline FirstNote first_note(std::string note, MPI_Comm comm) {
+  const RanksWhere where = ranks_where(!note.empty(), comm);
+  if (where.count == 0) return {"", where};
+  return {broadcast_string(std::move(note), where.first, comm), where};
+}
+
 }  // namespace gpt

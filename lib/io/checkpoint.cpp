@@ -341,9 +341,8 @@ std::string first_error(MPI_Comm comm, const std::string& own, double wait_s) {
     }
   }
   if (failed == 0) return "";
-  const RanksWhere where = ranks_where(!own.empty(), comm);
-  const std::string e = broadcast_string(own, where.first, comm);
-  return failed == size ? e : fmt::format("on rank {}: {}", where.first, e);
+  const FirstNote e = first_note(own, comm);
+  return failed == size ? e.text : fmt::format("on rank {}: {}", e.where.first, e.text);
 }
 
 // Rank 0's list, on every rank: a file system whose ranks see the directory

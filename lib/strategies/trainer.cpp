@@ -399,13 +399,14 @@ struct Trainer::Impl {
   std::string resolve_attention() {
     std::string note = resolve_attention_auto();
     if (backend && resolved.attention == "ours") {
-      std::string why = backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
-                                                                   cfg.gpt.n_head);
-      const RanksWhere cannot = ranks_where(!why.empty(), base);
-      if (cannot.count > 0) {
-        tensor_core_note = broadcast_string(std::move(why), cannot.first, base);
+      const FirstNote cannot = first_note(backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len,
+                                                                                      cfg.gpt.n_embd, cfg.gpt.n_head),
+                                          base);
+      if (cannot.where.count > 0) {
+        tensor_core_note = cannot.text;
         tensor_core_where = world == 1 ? "here"
-                            : fmt::format("on {} of {} ranks (rank {}'s GPU)", cannot.count, world, cannot.first);
+                            : fmt::format("on {} of {} ranks (rank {}'s GPU)", cannot.where.count, world,
+                                          cannot.where.first);
         resolved.attention_ds_mib = 0;
       }
     }
@@ -415,11 +416,9 @@ struct Trainer::Impl {
   // once, naming the first such rank (ranks may hold different GPUs).
   std::string resolve_code_note() {
     if (!backend) return "";  // the same on every rank: --device
-    std::string note = backend->driver_compiled_code_note();
-    const RanksWhere on = ranks_where(!note.empty(), base);
-    if (on.count == 0) return "";
-    note = broadcast_string(std::move(note), on.first, base);
-    return world == 1 ? note : fmt::format("{} (on {} of {} ranks; rank {}'s GPU)", note, on.count, world, on.first);
+    const FirstNote on = first_note(backend->driver_compiled_code_note(), base);
+    if (on.where.count == 0 || world == 1) return on.text;
+    return fmt::format("{} (on {} of {} ranks; rank {}'s GPU)", on.text, on.where.count, world, on.where.first);
   }
   std::string resolve_attention_auto() {
     if (resolved.attention != "auto") return "";
@@ -428,16 +427,15 @@ struct Trainer::Impl {
     std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
                                                            cfg.gpt.n_head);
     note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
-    const RanksWhere cannot = ranks_where(!why.empty(), base);
-    if (cannot.count == 0) {
+    const FirstNote cannot = first_note(std::move(why), base);
+    if (cannot.where.count == 0) {
       resolved.attention = "cudnn";
       resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
       return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
                          cfg.micro_batch, cfg.seq_len);
     }
-    why = broadcast_string(std::move(why), cannot.first, base);
     return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
-                       world > 1 ? fmt::format(" on rank {}", cannot.first) : "", why);
+                       world > 1 ? fmt::format(" on rank {}", cannot.where.first) : "", cannot.text);
   }
 
   GPTOptions model_options() const {

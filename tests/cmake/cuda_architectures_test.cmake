@@ -4,7 +4,6 @@
 cmake_minimum_required(VERSION 3.25)
 include(${MODULE})
 set(nvcc "compute_75\ncompute_80\ncompute_86\ncompute_89\ncompute_90\ncompute_100\ncompute_103\ncompute_120\ncompute_121\n")
-set(failures 0)
 function(expect what archs nvcc_archs gpus expected)
   gpt_cuda_architectures_uncovered(got "${archs}" "${nvcc_archs}" "${gpus}")
   if(NOT "${got}" STREQUAL "${expected}")

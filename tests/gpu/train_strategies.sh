@@ -120,9 +120,10 @@ for shape in "128 1" "96 1"; do
     # runs the CUDA-core kernels and rank 0 the tensor-core ones, the two
     # train as one (within 3% of fp32), and rank 0's log names rank 1.
     train_hs128=("${train[@]}")
-    train=(bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
-                      export GPT_EMULATED_COMPUTE_CAPABILITY=8.9 GPT_EMULATED_SMEM_OPTIN=81920; fi; exec "$@"'
-           rank1_80k "${train_hs128[@]}")
+    # The 128 run with rank 1 alone as the emulated GPU these variables describe.
+    rank1_as() { train=(bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then export "${@:2:$1}"; fi
+                                 exec "${@:$1+2}"' rank1 "$#" "$@" "${train_hs128[@]}"); }
+    rank1_as GPT_EMULATED_COMPUTE_CAPABILITY=8.9 GPT_EMULATED_SMEM_OPTIN=81920
     run gpu_bf16_hs128_rank1_80k 2 --device cuda --attention ours
     train=("${train_hs128[@]}")
     compare gpu_fp32_hs128 gpu_bf16_hs128_rank1_80k 0.03 loss
@@ -135,9 +136,7 @@ for shape in "128 1" "96 1"; do
     # kernels, single-buffered), and rank 0 says once that its driver
     # compiles the build's PTX for it, naming rank 1; the 1-rank runs on the
     # emulated 9.0, which the build has code for, say nothing of it.
-    train=(bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
-                      export GPT_EMULATED_COMPUTE_CAPABILITY=12.0 GPT_EMULATED_SMEM_OPTIN=101376; fi; exec "$@"'
-           rank1_sm120 "${train_hs128[@]}")
+    rank1_as GPT_EMULATED_COMPUTE_CAPABILITY=12.0 GPT_EMULATED_SMEM_OPTIN=101376
     run gpu_bf16_hs128_rank1_sm120 2 --device cuda --attention ours
     train=("${train_hs128[@]}")
     compare gpu_fp32_hs128 gpu_bf16_hs128_rank1_sm120 0.03 loss

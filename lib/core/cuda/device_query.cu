@@ -74,11 +74,12 @@ std::string build_cuda_architectures() {
 
 std::string driver_compiled_code_note(int i) {
   const cudaDeviceProp prop = properties(i);
-  const std::string ptx = driver_compiled_ptx(build_cuda_architectures(), prop.major, prop.minor);
+  const std::string archs = build_cuda_architectures();
+  const std::string ptx = driver_compiled_ptx(archs, prop.major, prop.minor);
   if (ptx.empty()) return "";
   return "GPU " + std::to_string(i) + " (" + prop.name + ", compute capability " + std::to_string(prop.major) + "." +
-         std::to_string(prop.minor) + ") has no code of its own in this build (CUDA architectures " +
-         build_cuda_architectures() + "): its driver compiles the build's sm_" + ptx +
+         std::to_string(prop.minor) + ") has no code of its own in this build (CUDA architectures " + archs +
+         "): its driver compiles the build's sm_" + ptx +
          " PTX for it as each kernel first loads (the first steps are slower, once: the driver keeps the result, "
          "CUDA_CACHE_PATH); a build configured on a machine with this GPU has its own (scripts/build.sh)";
 }
