@@ -74,7 +74,9 @@ std::string one_of(const std::string& key, const std::string& v, std::initialize
 struct Key {
   std::string name;  // flag name without dashes, '-' separated
   std::string help;
-  bool is_flag;      // boolean switch on the command line
+  // The value's kind as --help shows it (INT, FLOAT, CHOICE: one of the
+  // names the help lists, ...); nullptr: a switch that takes no value.
+  const char* type;
   std::function<void(RunConfig&, Pending&, const std::string&)> apply;
 };
 
@@ -83,81 +85,111 @@ std::vector<Key> keys() {
   using P = Pending;
   using S = const std::string&;
   return {
-      {"model", "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b", false,
-       [](C& c, P&, S v) { c.model = v; c.gpt = preset(v); }},
-      {"n-layer", "override: transformer blocks", false, [](C&, P& p, S v) { p.n_layer = parse_int("n-layer", v, 1); }},
-      {"n-head", "override: attention heads", false, [](C&, P& p, S v) { p.n_head = parse_int("n-head", v, 1); }},
-      {"n-embd", "override: width", false, [](C&, P& p, S v) { p.n_embd = parse_int("n-embd", v, 1); }},
-      {"n-ctx", "override: the model's maximum context (rows of wpe)", false,
+      {"model", "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b", "CHOICE",
+       [](C& c, P&, S v) {
+         c.model = v;
+         c.gpt = preset(v);
+       }},
+      {"n-layer", "override: transformer blocks", "INT", [](C&, P& p, S v) { p.n_layer = parse_int("n-layer", v, 1); }},
+      {"n-head", "override: attention heads", "INT", [](C&, P& p, S v) { p.n_head = parse_int("n-head", v, 1); }},
+      {"n-embd", "override: width", "INT", [](C&, P& p, S v) { p.n_embd = parse_int("n-embd", v, 1); }},
+      {"n-ctx", "override: the model's maximum context (rows of wpe)", "INT",
        [](C&, P& p, S v) { p.n_ctx = parse_int("n-ctx", v, 1); }},
-      {"vocab-size", "override: vocabulary size (must cover the data's token ids)", false,
+      {"vocab-size", "override: vocabulary size (must cover the data's token ids)", "INT",
        [](C&, P& p, S v) { p.vocab_size = parse_int("vocab-size", v, 2, 65536); }},
-      {"seq-len", "training sequence length T (<= the model's context; default: the context)", false,
+      {"seq-len", "training sequence length T (<= the model's context; default: the context)", "INT",
        [](C& c, P&, S v) { c.seq_len = parse_int("seq-len", v, 1); }},
-      {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid | auto (the planner's choice)", false,
-       [](C& c, P&, S v) { c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid", "auto"}); }},
+      {"strategy", "data-parallel strategy: ddp | zero1 | zero2 | zero3 | hybrid | auto (the planner's choice)",
+       "CHOICE",
+       [](C& c, P&, S v) {
+         c.strategy = one_of("strategy", v, {"ddp", "zero1", "zero2", "zero3", "hybrid", "auto"});
+       }},
       {"device-mem",
        "strategy auto: memory per rank to plan for, e.g. 8GiB (default: cpu, host memory / ranks per node; cuda, "
        "the GPU's memory / the ranks on it)",
-       false, [](C& c, P&, S v) { parse_bytes(v, "device-mem"); c.device_mem = v; }},
-      {"hybrid-inner", "sharding inside a hybrid shard group: zero3 | zero2", false,
-       [](C& c, P&, S v) { c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"}); }},
-      {"bucket-mb", "ddp: gradient all-reduce bucket size in MiB", false,
+       "SIZE",
+       [](C& c, P&, S v) {
+         parse_bytes(v, "device-mem");
+         c.device_mem = v;
+       }},
+      {"hybrid-inner", "sharding inside a hybrid shard group: zero3 | zero2", "CHOICE",
+       [](C& c, P&, S v) {
+         c.hybrid_inner = one_of("hybrid-inner", v, {"zero3", "zero2"});
+       }},
+      {"bucket-mb", "ddp: gradient all-reduce bucket size in MiB", "FLOAT",
        [](C& c, P&, S v) { c.bucket_mb = parse_float("bucket-mb", v, 0, 1e6); }},
-      {"device", "cpu | cuda (one GPU per rank: local rank modulo the visible GPUs)", false,
-       [](C& c, P&, S v) { c.device = one_of("device", v, {"cpu", "cuda"}) == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu; }},
-      {"precision", "bf16 (mixed: bf16 compute, fp32 master weights; cuda only) | fp32 (default: bf16 on cuda, fp32 on cpu)",
-       false, [](C&, P& p, S v) { p.precision = one_of("precision", v, {"bf16", "fp32"}) == "bf16" ? Precision::kBf16 : Precision::kFp32; }},
+      {"device", "cpu | cuda (one GPU per rank: local rank modulo the visible GPUs)", "CHOICE",
+       [](C& c, P&, S v) {
+         c.device = one_of("device", v, {"cpu", "cuda"}) == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
+       }},
+      {"precision",
+       "bf16 (mixed: bf16 compute, fp32 master weights; cuda only) | fp32 (default: bf16 on cuda, fp32 on cpu)",
+       "CHOICE",
+       [](C&, P& p, S v) {
+         p.precision = one_of("precision", v, {"bf16", "fp32"}) == "bf16" ? Precision::kBf16 : Precision::kFp32;
+       }},
       {"gemm-autotune",
        "cuda: in the first step, time up to N of cuBLASLt's algorithms for each matrix-product shape and keep the "
        "fastest (0: the heuristic's first pick; results may then differ between runs in the last bits)",
-       false, [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
+       "INT", [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
       {"attention-ds-mib",
        "cuda, bf16: MiB the attention backward may keep its score gradients dS in, so that dQ = dS K is one matrix "
        "product instead of recomputing the scores and dP (three); 0: recompute (the default; a budget bounds it, "
        "the (batch, head) pairs are covered in chunks that fit)",
-       false, [](C&, P& p, S v) { p.attention_ds_mib = parse_int("attention-ds-mib", v, 0, 1 << 20); }},
+       "INT", [](C&, P& p, S v) { p.attention_ds_mib = parse_int("attention-ds-mib", v, 0, 1 << 20); }},
       {"attention",
        "cuda, bf16: ours (our tensor-core kernels) | cudnn (cuDNN's fused attention at the training shape; "
        "needs cuDNN 9.8+ where the program runs; its dQ is accumulated with atomics, so runs may differ in the last "
        "bits) | auto (the default: cudnn where every rank can run it at the training shape, else ours; the log says "
        "which and why)",
-       false, [](C& c, P&, S v) { c.attention = one_of("attention", v, {"ours", "cudnn", "auto"}); }},
-      {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", false,
-       [](C& c, P&, S v) { c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"}); }},
+       "CHOICE",
+       [](C& c, P&, S v) {
+         c.attention = one_of("attention", v, {"ours", "cudnn", "auto"});
+       }},
+      {"reduce-dtype", "type of gradient reduction: fp32 | bf16 (half the bytes; cuda only)", "CHOICE",
+       [](C& c, P&, S v) {
+         c.reduce_dtype = one_of("reduce-dtype", v, {"fp32", "bf16"});
+       }},
       {"comm",
        "collective backend: auto (nccl on cuda when every rank has its own GPU, else mpi) | mpi | nccl (cuda only). "
        "On cuda, mpi stages device buffers through host memory",
-       false, [](C& c, P&, S v) { c.comm = one_of("comm", v, {"auto", "mpi", "nccl"}); }},
+       "CHOICE",
+       [](C& c, P&, S v) {
+         c.comm = one_of("comm", v, {"auto", "mpi", "nccl"});
+       }},
       {"comm-timeout",
        "seconds a rank waits for the other ranks (a collective on the host, or the GPU, which may wait for one) "
        "before it declares the job stuck and ends every rank; NCCL errors are polled meanwhile (0: no limit)",
-       false, [](C& c, P&, S v) { c.comm_timeout_s = parse_float("comm-timeout", v, 0, 1e9); }},
-      {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", false,
+       "FLOAT", [](C& c, P&, S v) { c.comm_timeout_s = parse_float("comm-timeout", v, 0, 1e9); }},
+      {"mesh", "RxS device mesh: R replicas of shard groups of S ranks (default: nodes x ranks per node)", "RxS",
        [](C& c, P&, S v) { c.mesh = v; }},
-      {"threads", "CPU threads per rank (0: OMP_NUM_THREADS, else this rank's share of the node's cores)", false,
+      {"threads", "CPU threads per rank (0: OMP_NUM_THREADS, else this rank's share of the node's cores)", "INT",
        [](C& c, P&, S v) { c.threads = parse_int("threads", v, 0); }},
-      {"data", "training shards: comma-separated globs of llm.c .bin files", false, [](C& c, P&, S v) { c.data = v; }},
-      {"val-data", "validation shards (globs)", false, [](C& c, P&, S v) { c.val_data = v; }},
-      {"tokenizer", "byte | gpt2: how samples are decoded and HellaSwag encoded", false,
-       [](C& c, P&, S v) { c.tokenizer = one_of("tokenizer", v, {"byte", "gpt2"}); }},
-      {"vocab", "gpt2 tokenizer: encoder.json / vocab.json", false, [](C& c, P&, S v) { c.vocab = v; }},
-      {"merges", "gpt2 tokenizer: vocab.bpe / merges.txt", false, [](C& c, P&, S v) { c.merges = v; }},
-      {"global-batch", "sequences per optimizer step over all ranks", false,
+      {"data", "training shards: comma-separated globs of llm.c .bin files", "GLOBS",
+       [](C& c, P&, S v) { c.data = v; }},
+      {"val-data", "validation shards (globs)", "GLOBS", [](C& c, P&, S v) { c.val_data = v; }},
+      {"tokenizer", "byte | gpt2: how samples are decoded and HellaSwag encoded", "CHOICE",
+       [](C& c, P&, S v) {
+         c.tokenizer = one_of("tokenizer", v, {"byte", "gpt2"});
+       }},
+      {"vocab", "gpt2 tokenizer: encoder.json / vocab.json", "FILE", [](C& c, P&, S v) { c.vocab = v; }},
+      {"merges", "gpt2 tokenizer: vocab.bpe / merges.txt", "FILE", [](C& c, P&, S v) { c.merges = v; }},
+      {"global-batch", "sequences per optimizer step over all ranks", "INT",
        [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
-      {"micro-batch", "sequences per forward/backward on one rank", false,
+      {"micro-batch", "sequences per forward/backward on one rank", "INT",
        [](C& c, P&, S v) { c.micro_batch = parse_int("micro-batch", v, 1); }},
-      {"steps", "optimizer steps", false, [](C& c, P&, S v) { c.steps = parse_int("steps", v, 1); }},
-      {"lr", "peak learning rate", false, [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
-      {"min-lr", "learning rate at the end of the decay", false,
+      {"steps", "optimizer steps", "INT", [](C& c, P&, S v) { c.steps = parse_int("steps", v, 1); }},
+      {"lr", "peak learning rate", "FLOAT", [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
+      {"min-lr", "learning rate at the end of the decay", "FLOAT",
        [](C& c, P&, S v) { c.min_lr = parse_float("min-lr", v, 0, 10); }},
-      {"warmup", "linear warm-up steps", false, [](C& c, P&, S v) { c.warmup = parse_int("warmup", v, 0); }},
+      {"warmup", "linear warm-up steps", "INT", [](C& c, P&, S v) { c.warmup = parse_int("warmup", v, 0); }},
       {"lr-decay", "shape of the decay from lr to min-lr: cosine | linear | sqrt (1 - sqrt) | constant (no decay)",
-       false, [](C& c, P&, S v) { c.lr_decay = parse_lr_decay(v); }},
+       "CHOICE", [](C& c, P&, S v) { c.lr_decay = parse_lr_decay(v); }},
       {"lr-decay-ratio",
        "fraction of the steps after the warm-up that the decay spans, at the end; before it the LR stays at lr "
        "(1: decay from the end of the warm-up; e.g. 0.2: warmup-stable-decay)",
-       false, [](C& c, P& p, S v) {
+       "FLOAT",
+       [](C& c, P& p, S v) {
          const double ratio = parse_number<double>("lr-decay-ratio", v);
          if (!(ratio > 0 && ratio <= 1))
            throw ConfigError(fmt::format("invalid lr-decay-ratio = {}: must be in (0, 1]", v));
@@ -167,67 +199,68 @@ std::vector<Key> keys() {
       {"lr-decay-steps",
        "length of the decay in steps, at the end, whatever --steps is (0: lr-decay-ratio decides); "
        "an extended run keeps its cool-down's length",
-       false, [](C& c, P&, S v) { c.lr_decay_steps = parse_int("lr-decay-steps", v, 0); }},
-      {"weight-decay", "AdamW decoupled weight decay (2-D weights only)", false,
+       "INT", [](C& c, P&, S v) { c.lr_decay_steps = parse_int("lr-decay-steps", v, 0); }},
+      {"weight-decay", "AdamW decoupled weight decay (2-D weights only)", "FLOAT",
        [](C& c, P&, S v) { c.adam.weight_decay = parse_float("weight-decay", v, 0, 10); }},
-      {"beta1", "AdamW beta1", false, [](C& c, P&, S v) { c.adam.beta1 = parse_float("beta1", v, 0, 0.999999); }},
-      {"beta2", "AdamW beta2", false, [](C& c, P&, S v) { c.adam.beta2 = parse_float("beta2", v, 0, 0.999999); }},
-      {"eps", "AdamW epsilon", false, [](C& c, P&, S v) { c.adam.eps = parse_float("eps", v, 1e-30, 1); }},
-      {"clip", "clip gradients to this global norm (0: off)", false,
+      {"beta1", "AdamW beta1", "FLOAT", [](C& c, P&, S v) { c.adam.beta1 = parse_float("beta1", v, 0, 0.999999); }},
+      {"beta2", "AdamW beta2", "FLOAT", [](C& c, P&, S v) { c.adam.beta2 = parse_float("beta2", v, 0, 0.999999); }},
+      {"eps", "AdamW epsilon", "FLOAT", [](C& c, P&, S v) { c.adam.eps = parse_float("eps", v, 1e-30, 1); }},
+      {"clip", "clip gradients to this global norm (0: off)", "FLOAT",
        [](C& c, P&, S v) { c.clip = parse_float("clip", v, 0, 1e9); }},
       {"skip-nonfinite",
        "a step whose loss or gradient norm is NaN/Inf is never applied: skip up to N such steps in a row, "
        "end the run on one more (0: end it on the first)",
-       false, [](C& c, P&, S v) { c.skip_nonfinite = parse_int("skip-nonfinite", v, 0); }},
-      {"seed", "seed of initialisation and data order", false,
+       "INT", [](C& c, P&, S v) { c.skip_nonfinite = parse_int("skip-nonfinite", v, 0); }},
+      {"seed", "seed of initialisation and data order", "INT",
        [](C& c, P&, S v) { c.seed = parse_number<uint64_t>("seed", v); }},
-      {"activation-checkpointing", "keep only block inputs; recompute blocks in backward", true,
+      {"activation-checkpointing", "keep only block inputs; recompute blocks in backward", nullptr,
        [](C& c, P&, S v) { c.activation_checkpointing = parse_bool("activation-checkpointing", v); }},
       {"recompute",
        "activations recomputed in backward instead of kept: none, gelu (GELU outputs: -27% per block) or gelu-ln "
        "(also LayerNorm outputs: -40%)",
-       false, [](C& c, P&, S v) { c.recompute = parse_recompute(v); }},
-      {"ckpt-dir", "directory of checkpoints (one step_NNNNNNNN directory each)", false,
+       "CHOICE", [](C& c, P&, S v) { c.recompute = parse_recompute(v); }},
+      {"ckpt-dir", "directory of checkpoints (one step_NNNNNNNN directory each)", "DIR",
        [](C& c, P&, S v) { c.ckpt_dir = v; }},
-      {"ckpt-every", "checkpoint every N steps (0: only at the end)", false,
+      {"ckpt-every", "checkpoint every N steps (0: only at the end)", "INT",
        [](C& c, P&, S v) { c.ckpt_every = parse_int("ckpt-every", v, 0); }},
-      {"keep-last", "keep only the newest K checkpoints (0: all)", false,
+      {"keep-last", "keep only the newest K checkpoints (0: all)", "INT",
        [](C& c, P&, S v) { c.keep_last = parse_int("keep-last", v, 0); }},
-      {"ckpt-async", "snapshot the state and write checkpoints in the background", true,
+      {"ckpt-async", "snapshot the state and write checkpoints in the background", nullptr,
        [](C& c, P&, S v) { c.ckpt_async = parse_bool("ckpt-async", v); }},
-      {"resume", "auto (newest complete checkpoint in ckpt-dir that loads, if any) or a checkpoint directory", false,
-       [](C& c, P&, S v) { c.resume = v; }},
+      {"resume", "auto (newest complete checkpoint in ckpt-dir that loads, if any) or a checkpoint directory",
+       "auto|DIR", [](C& c, P&, S v) { c.resume = v; }},
       {"init-from",
        "start from weights: an llm.c .bin, a Hugging Face GPT-2 (model.safetensors, its directory, or a sharded "
        "model's model.safetensors.index.json), an HDF5 export, or a checkpoint (its parameters only: fresh "
        "moments, step 0; ignored when resuming)",
-       false,
-       [](C& c, P&, S v) { c.init_from = v; }},
-      {"metrics", "JSON-lines metrics file (rank 0)", false, [](C& c, P&, S v) { c.metrics = v; }},
-      {"trace", "Chrome trace-event JSON (one process per rank; open in Perfetto)", false,
+       "PATH", [](C& c, P&, S v) { c.init_from = v; }},
+      {"metrics", "JSON-lines metrics file (rank 0)", "FILE", [](C& c, P&, S v) { c.metrics = v; }},
+      {"trace", "Chrome trace-event JSON (one process per rank; open in Perfetto)", "FILE",
        [](C& c, P&, S v) { c.trace = v; }},
-      {"eval-every", "validation loss (and HellaSwag) every N steps (0: only at the end)", false,
+      {"eval-every", "validation loss (and HellaSwag) every N steps (0: only at the end)", "INT",
        [](C& c, P&, S v) { c.eval_every = parse_int("eval-every", v, 0); }},
-      {"val-batches", "micro-batches per validation", false,
+      {"val-batches", "micro-batches per validation", "INT",
        [](C& c, P&, S v) { c.val_batches = parse_int("val-batches", v, 1); }},
-      {"hellaswag", "HellaSwag JSON lines (hellaswag_val.jsonl): accuracy whenever the validation runs", false,
+      {"hellaswag", "HellaSwag JSON lines (hellaswag_val.jsonl): accuracy whenever the validation runs", "FILE",
        [](C& c, P&, S v) { c.hellaswag = v; }},
-      {"hellaswag-examples", "HellaSwag: the file's first N examples (0: all)", false,
+      {"hellaswag-examples", "HellaSwag: the file's first N examples (0: all)", "INT",
        [](C& c, P&, S v) { c.hellaswag_examples = parse_int("hellaswag-examples", v, 0); }},
-      {"sample-every", "print a decoded sample every N steps (0: only at the end)", false,
+      {"sample-every", "print a decoded sample every N steps (0: only at the end)", "INT",
        [](C& c, P&, S v) { c.sample_every = parse_int("sample-every", v, 0); }},
-      {"sample-tokens", "tokens per sample (0: no samples)", false,
+      {"sample-tokens", "tokens per sample (0: no samples)", "INT",
        [](C& c, P&, S v) { c.sample_tokens = parse_int("sample-tokens", v, 0); }},
-      {"sample-prompt", "text the samples continue (default: a new document)", false,
+      {"sample-prompt", "text the samples continue (default: a new document)", "TEXT",
        [](C& c, P&, S v) { c.sample_prompt = v; }},
-      {"sample-temperature", "divides the logits of samples (0: greedy, the most likely token)", false,
+      {"sample-temperature", "divides the logits of samples (0: greedy, the most likely token)", "FLOAT",
        [](C& c, P&, S v) { c.sample_temperature = parse_float("sample-temperature", v, 0, 100); }},
-      {"sample-top-k", "samples draw from the K most likely tokens only (0: all)", false,
+      {"sample-top-k", "samples draw from the K most likely tokens only (0: all)", "INT",
        [](C& c, P&, S v) { c.sample_top_k = parse_int("sample-top-k", v, 0); }},
-      {"log-every", "progress line every N steps", false,
+      {"log-every", "progress line every N steps", "INT",
        [](C& c, P&, S v) { c.log_every = parse_int("log-every", v, 1); }},
-      {"log-level", "trace | debug | info | warn | error", false,
-       [](C& c, P&, S v) { c.log_level = one_of("log-level", v, {"trace", "debug", "info", "warn", "error"}); }},
+      {"log-level", "trace | debug | info | warn | error", "CHOICE",
+       [](C& c, P&, S v) {
+         c.log_level = one_of("log-level", v, {"trace", "debug", "info", "warn", "error"});
+       }},
   };
 }
 
@@ -300,15 +333,16 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
       "SIGUSR1, SIGTERM or SIGINT after the current step (checkpointed with --ckpt-dir; --resume auto continues).\n"
       "A second such signal ends the process at once.");
   std::string config_file;
-  app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it");
+  app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")
+      ->type_name("FILE");
   std::map<std::string, std::string> cli_values;
   std::map<std::string, bool> cli_flags;
   const nlohmann::json defaults = default_run_config().to_json();
   for (const Key& k : table) {
-    if (k.is_flag) {
+    if (!k.type) {
       app.add_flag("--" + k.name, cli_flags[k.name], k.help);
     } else {
-      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults));
+      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults))->type_name(k.type);
     }
   }
   try {
@@ -351,7 +385,7 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   for (const Key& k : table) {
     auto* opt = app.get_option("--" + k.name);
     if (opt->count() == 0) continue;
-    ordered.emplace_back(&k, k.is_flag ? (cli_flags[k.name] ? "true" : "false") : cli_values[k.name]);
+    ordered.emplace_back(&k, !k.type ? (cli_flags[k.name] ? "true" : "false") : cli_values[k.name]);
   }
   // The preset must be applied before any override of its fields.
   cfg.gpt = preset(cfg.model);
