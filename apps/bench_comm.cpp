@@ -170,18 +170,20 @@ int main(int argc, char** argv) {
               dtype = "f32", group = "world", mesh_spec, json_path;
   int factor = 4, iters = 20, warmup = 5;
   bool inplace = false;
-  app.add_option("--backend", backend, "mpi | nccl")->capture_default_str();
+  app.add_option("--backend", backend, "mpi | nccl")->capture_default_str()->check(CLI::IsMember({"mpi", "nccl"}));
   app.add_option("--ops", ops, "comma-separated collectives")->capture_default_str();
-  app.add_option("--min-bytes", min_b, "smallest size (K, M, G suffixes)")->capture_default_str();
-  app.add_option("--max-bytes", max_b, "largest size")->capture_default_str();
+  app.add_option("--min-bytes", min_b, "smallest size (K, M, G suffixes)")->capture_default_str()->type_name("SIZE");
+  app.add_option("--max-bytes", max_b, "largest size")->capture_default_str()->type_name("SIZE");
   app.add_option("--factor", factor, "size multiplier between rows")->capture_default_str()->check(CLI::Range(2, 1024));
   app.add_option("--iters", iters, "timed iterations per size")->capture_default_str()->check(gpt::kPositiveInt);
   app.add_option("--warmup", warmup, "untimed iterations per size")->capture_default_str()->check(gpt::kNonNegativeInt);
-  app.add_option("--dtype", dtype, "f32 | bf16")->capture_default_str();
-  app.add_option("--group", group, "world | shard | replicate (mesh groups)")->capture_default_str();
-  app.add_option("--mesh", mesh_spec, "RxS (default: nodes x ranks per node)");
+  app.add_option("--dtype", dtype, "f32 | bf16")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--group", group, "world | shard | replicate (mesh groups)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"world", "shard", "replicate"}));
+  app.add_option("--mesh", mesh_spec, "RxS (default: nodes x ranks per node)")->type_name("RxS");
   app.add_flag("--inplace", inplace, "in-place collectives");
-  app.add_option("--json", json_path, "write JSON lines here (rank 0)");
+  app.add_option("--json", json_path, "write JSON lines here (rank 0)")->type_name("FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -27,23 +27,25 @@ int main(int argc, char** argv) {
   std::string dir, out, format = "hdf5";
   bool deep = false;
   auto* list = app.add_subcommand("list", "the checkpoints in a --ckpt-dir, and which one --resume auto would take");
-  list->add_option("dir", dir, "the --ckpt-dir")->required();
+  list->add_option("dir", dir, "the --ckpt-dir")->required()->type_name("DIR");
   list->add_flag("--verify", deep, "also verify each published checkpoint (reads every tensor)");
   auto* info = app.add_subcommand("info", "metadata and tensors");
-  info->add_option("dir", dir, "checkpoint directory")->required();
+  info->add_option("dir", dir, "checkpoint directory")->required()->type_name("DIR");
   auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
-  verify->add_option("dir", dir, "checkpoint directory")->required();
+  verify->add_option("dir", dir, "checkpoint directory")->required()->type_name("DIR");
   auto* exp = app.add_subcommand("export", "consolidated HDF5, llm.c model file or Hugging Face model directory");
   exp->add_option("--format", format, "hdf5 | llmc | hf")->capture_default_str()->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
-  exp->add_option("dir", dir, "checkpoint directory")->required();
-  exp->add_option("out", out, "output file (hf: output directory)")->required();
+  exp->add_option("dir", dir, "checkpoint directory")->required()->type_name("DIR");
+  exp->add_option("out", out, "output file (hf: output directory)")->required()->type_name("PATH");
   std::string vocab, merges;
-  exp->add_option("--vocab", vocab, "hf: GPT-2 tokenizer encoder.json / vocab.json (default: the run's)");
-  exp->add_option("--merges", merges, "hf: GPT-2 tokenizer vocab.bpe / merges.txt (default: the run's)");
+  exp->add_option("--vocab", vocab, "hf: GPT-2 tokenizer encoder.json / vocab.json (default: the run's)")
+      ->type_name("FILE");
+  exp->add_option("--merges", merges, "hf: GPT-2 tokenizer vocab.bpe / merges.txt (default: the run's)")
+      ->type_name("FILE");
   std::string in;
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
-  imp->add_option("in", in, "llm.c model file")->required();
-  imp->add_option("out", out, "output HDF5 file")->required();
+  imp->add_option("in", in, "llm.c model file")->required()->type_name("FILE");
+  imp->add_option("out", out, "output HDF5 file")->required()->type_name("FILE");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
     if (*list) {

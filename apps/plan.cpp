@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   std::string recompute = "none", config, attention_ds_mib, attention;
   app.add_option("--config", config,
                  "a gpt_train config (TOML): the run's model, sequence length, batch, device, precision, "
-                 "--recompute and samples; flags given here override it");
+                 "--recompute and samples; flags given here override it")
+      ->type_name("FILE");
   app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
   app.add_option("--n-layer", n_layer, "override the preset's layers");
   app.add_option("--n-head", n_head, "override the preset's heads");
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
                  "GPU name for the table of peak FLOP/s, memory and intra-node bandwidth (H100, H200, "
                  "A100-SXM4-40GB, L40S, ...)")
       ->capture_default_str();
-  app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: --gpu's on cuda, by host on cpu)");
+  app.add_option("--device-mem", device_mem, "memory per rank, e.g. 80GiB (default: --gpu's on cuda, by host on cpu)")
+      ->type_name("SIZE");
   app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
       ->check(gpt::kPositiveInt);
   app.add_option("--seq-len", seq_len, "training sequence length (default: the model's context)");
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
     app.add_option(flag, *value, std::string("latency in microseconds of ") + what)->check(gpt::kNonNegativeReal);
   app.add_option("--headroom", headroom, "usable fraction of device memory")->capture_default_str()
       ->check(gpt::kFraction);
-  app.add_option("--json", json_out, "also write the plan as JSON to this file");
+  app.add_option("--json", json_out, "also write the plan as JSON to this file")->type_name("FILE");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
   try {
     // The run as gpt_train would see it: --config's file (read by gpt_train's

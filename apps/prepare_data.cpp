@@ -68,18 +68,21 @@ int main(int argc, char** argv) {
   int64_t shard_tokens = 100'000'000;
   int threads = 0;
   app.add_option("--tokenizer", kind, "byte | gpt2")->capture_default_str()->check(CLI::IsMember({"byte", "gpt2"}));
-  app.add_option("--input", inputs, "text or JSON-lines files, plain or gzip/zstd compressed")->required()->expected(1, -1);
+  app.add_option("--input", inputs, "text or JSON-lines files, plain or gzip/zstd compressed")
+      ->required()
+      ->expected(1, -1)
+      ->type_name("FILE");
   app.add_option("--format", format,
                  "auto (jsonl for *.jsonl, *.ndjson and *.json, also beneath .gz/.zst; text otherwise) | text | jsonl "
                  "(one JSON object per line, a document each)")->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
   app.add_option("--text-key", text_key, "jsonl: the key of each object's text")->capture_default_str();
-  app.add_option("--out", out_dir, "output directory")->required();
+  app.add_option("--out", out_dir, "output directory")->required()->type_name("DIR");
   app.add_option("--name", name, "shard file prefix")->capture_default_str();
   app.add_option("--val-fraction", val_fraction, "last fraction of the input used for validation")->capture_default_str()
       ->check(CLI::Range(0.0, 0.5));
-  app.add_option("--vocab", vocab, "gpt2: encoder.json or vocab.json");
-  app.add_option("--merges", merges, "gpt2: vocab.bpe or merges.txt");
+  app.add_option("--vocab", vocab, "gpt2: encoder.json or vocab.json")->type_name("FILE");
+  app.add_option("--merges", merges, "gpt2: vocab.bpe or merges.txt")->type_name("FILE");
   app.add_option("--shard-tokens", shard_tokens, "tokens per shard")->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
   app.add_option("--threads", threads, "tokenizing threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str()
