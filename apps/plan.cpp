@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
                  "a gpt_train config (TOML): the run's model, sequence length, batch, device, precision, "
                  "--recompute and samples; flags given here override it")
       ->type_name("FILE");
-  app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")->capture_default_str();
+  app.add_option("--model", model, "preset: tiny | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b")
+      ->capture_default_str()
+      ->type_name("CHOICE");
   app.add_option("--n-layer", n_layer, "override the preset's layers");
   app.add_option("--n-head", n_head, "override the preset's heads");
   app.add_option("--n-embd", n_embd, "override the preset's width");
@@ -66,11 +68,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
   app.add_option("--attention-ds-mib", attention_ds_mib,
                  "the run's --attention-ds-mib (cuda, bf16; default 0): the attention backward's stored score "
-                 "gradients count as activations");
+                 "gradients count as activations")
+      ->type_name("INT");
   app.add_option("--attention", attention,
                  "the run's --attention (cuda, bf16): ours | cudnn (cuDNN's backward keeps its fp32 dQ accumulator "
                  "instead of stored score gradients) | auto (gpt_train's default, decided on the GPU: the larger "
-                 "count)");
+                 "count)")
+      ->type_name("CHOICE");
   app.add_option("--sample-tokens", sample_tokens,
                  "the run's --sample-tokens (as gpt_train's default); > 0 counts sampling's key/value cache")
       ->capture_default_str()->check(gpt::kNonNegativeInt);
