@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   CLI::App app{"bench_comm: collective bandwidth (nccl-tests style)"};
+  gpt::add_version_flag(app, "bench_comm");
   std::string backend = "mpi", ops = "all_reduce,reduce_scatter,all_gather,broadcast", min_b = "8", max_b = "64M",
               dtype = "f32", group = "world", mesh_spec, json_path;
   int factor = 4, iters = 20, warmup = 5;
@@ -188,6 +189,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     if (env->rank() == 0) std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    if (env->rank() == 0) std::printf("%s\n", e.what());
     return 0;
   } catch (const CLI::ParseError& e) {
     env->abort(fmt::format("command line: {}", e.what()));

@@ -21,8 +21,8 @@
 #include "io/model_import.hpp"
 
 int main(int argc, char** argv) {
-  gpt::MpiEnv env(&argc, &argv);  // the HDF5 library is the MPI build; serial use still wants MPI up
   CLI::App app{"ckpt_tool: inspect, verify and export gpt_train checkpoints"};
+  gpt::add_version_flag(app, "ckpt_tool");
   app.require_subcommand(1);
   std::string dir, out, format = "hdf5";
   bool deep = false;
@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
   imp->add_option("in", in, "llm.c model file")->required()->type_name("FILE");
   imp->add_option("out", out, "output HDF5 file")->required()->type_name("FILE");
-  if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;  // --help, --version: no MPI
+  gpt::MpiEnv env(&argc, &argv);  // the HDF5 library is the MPI build; serial use still wants MPI up
   try {
     if (*list) {
       const auto j = gpt::list_checkpoints(dir, deep);

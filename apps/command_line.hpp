@@ -1,6 +1,7 @@
 // Command-line parsing for the single-process tools (prepare_data, plan,
 // ckpt_tool), with gpt_train's conventions instead of CLI11's defaults:
-// --help prints the help and exits 0; a bad flag or value prints one line
+// --help prints the help and --version what the tool was built from
+// (core/build_info.hpp), each exiting 0; a bad flag or value prints one line
 // 'error: command line: ...' to stderr and exits 1 (CLI11 alone prints the
 // message without the prefix, a "Run with --help" line, and exits 105-110).
 #pragma once
@@ -11,9 +12,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/build_info.hpp"
+
 namespace gpt {
 
-// The exit status to return at once (0 after --help, 1 after an error), or
+// The exit status to return at once (0 after --help or --version, 1 after an error), or
 // -1 when the command line parsed and the tool should run.
 inline int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
@@ -25,10 +28,18 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp&) {
     std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
     return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::printf("%s\n", e.what());
+    return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: command line: %s\n", e.what());
     return 1;
   }
+}
+
+// --version for a tool: its name and what it was built from.
+inline void add_version_flag(CLI::App& app, const std::string& program) {
+  app.set_version_flag("--version", version_line(program, this_build()), "print what this program was built from");
 }
 
 // CLI11's PositiveNumber and NonNegativeNumber name a double's range in their

@@ -17,9 +17,11 @@
 #include <cstring>
 #include <new>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "comm/mpi_env.hpp"
+#include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/plural.hpp"
@@ -38,8 +40,20 @@ static void stall_at_end_for_test(int rank) {
 }
 
 int main(int argc, char** argv) {
-  // --help needs no MPI: it answers on a login node, without a launcher.
-  for (int i = 1; i < argc; ++i)
+  gpt::set_program_build(gpt::this_build());
+  // --help and --version need no MPI: they answer on a login node, without a launcher.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s\n", gpt::version_line("gpt_train", gpt::program_build()).c_str());
+      char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+      int len = 0;
+      if (MPI_Get_library_version(mpi, &len) == MPI_SUCCESS) {  // allowed before MPI_Init
+        std::string first(mpi, size_t(len));
+        first = first.substr(0, first.find_first_of(",\n"));
+        std::printf("MPI: %s\n", first.c_str());
+      }
+      return 0;
+    }
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       try {
         gpt::RunConfig cfg;
@@ -50,6 +64,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+  }
   std::optional<gpt::MpiEnv> env;
   try {
     env.emplace(&argc, &argv);
@@ -70,6 +85,7 @@ int main(int argc, char** argv) {
     if (!gpt::parse_run_config(argc, argv, cfg)) return 0;
     comm_timeout_s = cfg.comm_timeout_s;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+    gpt::log0("{}", gpt::version_line("gpt_train", gpt::program_build()));
     gpt::log0("{} on {}, {} per node{}", gpt::count_of(env->size(), "rank"), gpt::count_of(env->num_nodes(), "node"),
               env->local_size(), env->uniform() ? "" : " (uneven)");
     if (const std::string slurm = env->slurm_summary(); !slurm.empty()) {

@@ -24,6 +24,7 @@
 int main(int argc, char** argv) {
   using namespace gpt;
   CLI::App app{"Predict memory, communication and step time per strategy; recommend one."};
+  gpt::add_version_flag(app, "plan");
   std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
   int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
       vocab = 0, n_ctx = 0, sample_tokens = 64;

@@ -62,6 +62,7 @@ class RotatingWriter {
 
 int main(int argc, char** argv) {
   CLI::App app{"prepare_data: tokenize text and JSON-lines files into llm.c token shards"};
+  gpt::add_version_flag(app, "prepare_data");
   std::string kind = "byte", out_dir, name = "data", vocab, merges, format = "auto", text_key = "text";
   std::vector<std::string> inputs;
   double val_fraction = 0.1;

@@ -26,6 +26,8 @@ gpt_init() {
 gpt_log_context() {
   echo "job: ${SLURM_JOB_NAME:-local} id ${SLURM_JOB_ID:-none}${SLURM_ARRAY_TASK_ID:+ array task $SLURM_ARRAY_TASK_ID} on $(hostname)"
   echo "git revision: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  # The binary may be older than the tree: it names its own commit (core/build_info.hpp).
+  echo "binary: $("${train:-}" --version 2>/dev/null | head -1 || true)"
   echo "date: $(date -Is)"
   env | grep -E '^(SLURM_(JOB|NTASKS|NNODES|NODELIST|CPUS|TASKS|ARRAY|SUBMIT|STEP|MEM)|NCCL_|OMPI_|PMIX_MCA|OMP_|GPT_)' | sort || true
 }

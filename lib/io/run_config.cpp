@@ -335,6 +335,8 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   std::string config_file;
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")
       ->type_name("FILE");
+  bool version = false;  // answered by gpt_train's main before MPI starts; listed here for --help
+  app.add_flag("--version", version, "print what this program was built from (commit, CUDA architectures, MPI) and exit");
   std::map<std::string, std::string> cli_values;
   std::map<std::string, bool> cli_flags;
   const nlohmann::json defaults = default_run_config().to_json();

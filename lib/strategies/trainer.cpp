@@ -12,6 +12,7 @@
 #include "comm/mesh.hpp"
 #include "comm/mpi_wait.hpp"
 #include "comm/thread_share.hpp"
+#include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/host_heap.hpp"
 #include "core/logging.hpp"
@@ -927,7 +928,11 @@ struct Trainer::Impl {
                              {"accum_steps", loader.accum_steps()},
                              {"threads", num_threads()},
                              {"gemm_peak_flops", gemm_peak},
-                             {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)}};
+                             {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)},
+                             {"build",
+                              {{"revision", program_build().revision},
+                               {"build_type", program_build().build_type},
+                               {"cuda_architectures", program_build().cuda_architectures}}}};
     if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
     if (!comm_note.empty()) header["comm_auto"] = comm_note;
     if (!attention_note.empty()) header["attention_auto"] = attention_note;

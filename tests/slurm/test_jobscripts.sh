@@ -80,6 +80,7 @@ state=$(wait_job "$id")
 json_check "$work/train/metrics.jsonl" 'run["world_size"] == 2 and run["strategy"] == "zero2" and len(steps) == 6 and summary["final_loss"] < steps[0]["loss"]'
 [[ -f "$work/train/ckpt/step_00000006/COMPLETE" && -f "$work/train/ckpt/step_00000003/COMPLETE" ]] || fail "train.sbatch: checkpoints missing"
 grep -q '^git revision: ' "$work/train-$id.out" || fail "train.sbatch log lacks the git revision"
+grep -q '^binary: gpt_train [0-9a-z-]* (' "$work/train-$id.out" || fail "train.sbatch log lacks the binary's --version"
 grep -q '^command: srun --mpi=pmix ' "$work/train-$id.out" || fail "train.sbatch log lacks the resolved srun command"
 grep -q '^SLURM_JOB_ID=' "$work/train-$id.out" || fail "train.sbatch log lacks the SLURM environment"
 
