@@ -48,8 +48,16 @@ assert "| auto |" in md
 for p in ("throughput.png", "memory.png", "breakdown.png"):
     with open(os.path.join(d, p), "rb") as f:
         assert f.read(4) == b"\x89PNG", p
+assert "Every run's binary was built from `" in md, "the report does not name the binaries' commit"
 print("sweep report OK:", os.path.join(d, "report.md"))
 PY
+# Runs of binaries built from different commits: the report says so, naming them.
+cp -r "$work/sweep" "$work/mixed"
+sed -i '1s/"revision":"[^"]*"/"revision":"0123456789ab"/' "$work/mixed/runs/zero3/metrics.jsonl"
+"$root/scripts/sweep" report "$work/mixed" --build "$build" > /dev/null
+grep -qF "built from different commits" "$work/mixed/report.md" && grep -qF '`0123456789ab`: zero3' "$work/mixed/report.md" ||
+  { cat "$work/mixed/report.md"; echo "FAIL: runs of two builds not reported"; exit 1; }
+echo "ok: runs of binaries from two commits are reported as such"
 
 # --skip-done: the same command again keeps the three finished runs and
 # reruns only the failed one.
