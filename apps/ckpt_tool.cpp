@@ -89,11 +89,12 @@ int main(int argc, char** argv) {
               ? ""
               : fmt::format(" ({} optimizer updates{})", updates,
                             in_a_row > 0 ? fmt::format(", {} skipped in a row", in_a_row) : "");
-      std::printf("%s: %s v%lld, step %lld%s, written by %s on %s (mesh %s)%s\n", dir.c_str(),
+      const std::string build = a.contains("build") ? ", build " + a["build"].get<std::string>() : "";
+      std::printf("%s: %s v%lld, step %lld%s, written by %s on %s (mesh %s%s)%s\n", dir.c_str(),
                   a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
                   skipped.c_str(), a["strategy"].get<std::string>().c_str(),
-                  gpt::count_of(a["world_size"].get<int64_t>(), "rank").c_str(),
-                  a["mesh"].get<std::string>().c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
+                  gpt::count_of(a["world_size"].get<int64_t>(), "rank").c_str(), a["mesh"].get<std::string>().c_str(),
+                  build.c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
       const long long sequences = a.value("data_sequences", 0LL);  // 0 or absent: not recorded
       const std::string of = sequences > 0 ? fmt::format(" of {} sequences", sequences) : "";
       std::printf("model %s, data position epoch %lld offset %lld%s, seed %llu\n", a["model"].get<std::string>().c_str(),

@@ -175,6 +175,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   h5::set_attr(f.get(), "world_size", int64_t(meta.world_size));
   h5::set_attr(f.get(), "model", model_json(layout.config()).dump());
   h5::set_attr(f.get(), "config", meta.config.dump());
+  if (!meta.build.empty()) h5::set_attr(f.get(), "build", meta.build);
   f.close();
   MPI_Barrier(comm);  // every rank has closed (flushed) the file
   note_progress("closing state.h5");
@@ -290,6 +291,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
     meta.mesh = h5::attr_string(f.get(), "mesh");
     meta.world_size = int(h5::attr_int(f.get(), "world_size"));
     meta.config = nlohmann::json::parse(h5::attr_string(f.get(), "config"));
+    meta.build = h5::has_attr(f.get(), "build") ? h5::attr_string(f.get(), "build") : "";
     for (size_t ui = 0; ui < layout.num_units(); ++ui) {
       const UnitSlice& s = slices[ui];
       for_each_piece(layout.unit(ui), s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {

@@ -72,6 +72,7 @@ struct CheckpointMeta {
   std::string strategy, mesh;
   int world_size = 1;
   nlohmann::json config;
+  std::string build;  // the writing binary's commit (core/build_info.hpp); "" where an older checkpoint lacks it
 };
 
 // Collective over comm. Writes aside, then publishes <ckpt_dir>/step_NNNNNNNN.

@@ -54,6 +54,7 @@ nlohmann::json checkpoint_info(const std::string& dir) {
     attrs[k] = h5::attr_int(f.get(), k);
   for (const char* k : {"optimizer_updates", "skipped_in_a_row", "data_sequences"})
     if (h5::has_attr(f.get(), k)) attrs[k] = h5::attr_int(f.get(), k);
+  if (h5::has_attr(f.get(), "build")) attrs["build"] = h5::attr_string(f.get(), "build");
   attrs["seed"] = h5::attr_uint(f.get(), "seed");
   attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");
   nlohmann::json tensors = nlohmann::json::array();

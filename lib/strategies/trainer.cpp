@@ -533,8 +533,9 @@ struct Trainer::Impl {
     loader.seek(meta->data);
     optimizer_updates = meta->optimizer_updates;
     skipped_in_a_row = int(meta->skipped_in_a_row);
-    log0("resumed from {} (step {}, written by {} on {}, mesh {}) in {:.2f} s", resume_path, meta->step, meta->strategy,
-         count_of(meta->world_size, "rank"), meta->mesh, t.seconds());
+    log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s", resume_path, meta->step,
+         meta->strategy, count_of(meta->world_size, "rank"), meta->mesh,
+         meta->build.empty() ? "" : ", by a build of " + meta->build, t.seconds());
     return int(meta->step);
   }
 
@@ -558,6 +559,7 @@ struct Trainer::Impl {
     meta.mesh = to_string(mesh.shape());
     meta.world_size = world;
     meta.config = cfg.to_json();
+    meta.build = program_build().revision;
     if (!cfg.ckpt_async) {
       // HDF5's collective writes block until every rank arrives; each tensor is progress.
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));

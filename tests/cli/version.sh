@@ -3,7 +3,8 @@
 # --version prints "<program> <commit> (<build type>; ...)", the commit git's
 # HEAD of the source tree (as of the build: "-dirty" allowed); gpt_train's
 # answers without MPI (as all but bench_comm's) and names the MPI library; a run's first log line and
-# its metrics header (build.revision) name the same commit. And the script
+# its metrics header (build.revision) name the same commit, as do its
+# checkpoint (ckpt_tool info) and a resume from it. And the script
 # that generates it (cmake/build_info.cmake): GPT_GIT_REVISION wins, a tree
 # without git says "unknown", and an unchanged text is not rewritten (its
 # time stamp kept, so nothing relinks).
@@ -26,8 +27,15 @@ done
 grep -q "^MPI: " <<<"$(OMPI_MCA_pml=nonexistent "$build/apps/gpt_train" --version)" ||
   { echo "FAIL: gpt_train --version names no MPI library"; fail=1; }
 want=$("$build/apps/gpt_train" --version | head -1)
-"$build/apps/gpt_train" --data "$data" --steps 1 --metrics "$work/m.jsonl" > "$work/log" 2>&1 ||
+"$build/apps/gpt_train" --data "$data" --steps 1 --metrics "$work/m.jsonl" --ckpt-dir "$work/ck" > "$work/log" 2>&1 ||
   { cat "$work/log"; echo "FAIL: the one-step run"; exit 1; }
+rev=$(cut -d' ' -f2 <<<"$want")
+# Its checkpoint records the commit (root attribute build); ckpt_tool info and a resume name it.
+info=$("$build/apps/ckpt_tool" info "$work/ck/step_00000001")
+grep -qF "build $rev)" <<<"${info%%$'\n'*}" || { echo "$info"; echo "FAIL: ckpt_tool info does not name build $rev"; fail=1; }
+"$build/apps/gpt_train" --data "$data" --steps 2 --ckpt-dir "$work/ck" --resume auto > "$work/resume.log" 2>&1 ||
+  { cat "$work/resume.log"; echo "FAIL: the resume"; exit 1; }
+grep -qF "by a build of $rev)" "$work/resume.log" || { grep resumed "$work/resume.log"; echo "FAIL: the resume line does not name $rev"; fail=1; }
 grep -qF "[info] $want" <(head -1 "$work/log") || { head -3 "$work/log"; echo "FAIL: the first log line is not '$want'"; fail=1; }
 python3 - "$work/m.jsonl" "$want" <<'PY' || fail=1
 import json, sys
