@@ -22,7 +22,7 @@ for prog in gpt_train plan prepare_data bench_comm ckpt_tool; do
   [[ $line =~ ^$prog\ ([0-9a-z-]+)\ \((Release|Debug|RelWithDebInfo|MinSizeRel|no\ build\ type)\;\ (CUDA\ architectures\ [0-9\ ]+|CPU\ only:\ no\ CUDA\ code)\)$ ]] ||
     { echo "FAIL: $prog --version said: $line"; fail=1; continue; }
   rev=${BASH_REMATCH[1]}
-  [[ $head == unknown || ${rev%-dirty} == "$head" ]] || { echo "FAIL: $prog was built from $rev, the tree is at $head"; fail=1; }
+  [[ $head == unknown || ${rev%-dirty} == "$head" ]] || { echo "FAIL: $prog was built from $rev, the tree is at $head (a build since the commit regenerates it)"; fail=1; }
 done
 grep -q "^MPI: " <<<"$(OMPI_MCA_pml=nonexistent "$build/apps/gpt_train" --version)" ||
   { echo "FAIL: gpt_train --version names no MPI library"; fail=1; }
@@ -55,5 +55,7 @@ GPT_GIT_REVISION=abc123 gen "$work/nogit" "90"
 [[ $(stat -c %Y "$work/b.cpp") == $(date -d '2000-01-01' +%s) ]] || { echo "FAIL: an unchanged text was rewritten"; fail=1; }
 GPT_GIT_REVISION=def456 gen "$work/nogit" "90"
 grep -qF '"def456"' "$work/b.cpp" || { echo "FAIL: a changed revision was not written"; fail=1; }
+GPT_GIT_REVISION='v1 "x"\' gen "$work/nogit" "90"
+grep -qF '{"v1__x__", "Release", "90"}' "$work/b.cpp" || { cat "$work/b.cpp"; echo "FAIL: quotes in GPT_GIT_REVISION"; fail=1; }
 (( fail == 0 )) || exit 1
 echo "ok: 5 programs built from $head say so; the run's log and metrics agree; the generator's cases"
