@@ -17,7 +17,6 @@
 #include <cstring>
 #include <new>
 #include <optional>
-#include <string>
 #include <thread>
 
 #include "comm/mpi_env.hpp"
@@ -42,29 +41,18 @@ static void stall_at_end_for_test(int rank) {
 int main(int argc, char** argv) {
   gpt::set_program_build(gpt::this_build());
   // --help and --version need no MPI: they answer on a login node, without a launcher.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--version") == 0) {
-      std::printf("%s\n", gpt::version_line("gpt_train", gpt::program_build()).c_str());
-      char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-      int len = 0;
-      if (MPI_Get_library_version(mpi, &len) == MPI_SUCCESS) {  // allowed before MPI_Init
-        std::string first(mpi, size_t(len));
-        first = first.substr(0, first.find_first_of(",\n"));
-        std::printf("MPI: %s\n", first.c_str());
-      }
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ||
+        std::strcmp(argv[i], "--version") == 0) {
       try {
         gpt::RunConfig cfg;
-        gpt::parse_run_config(argc, argv, cfg);  // prints the help
+        gpt::parse_run_config(argc, argv, cfg);  // prints the help or the version
         return 0;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
       }
     }
-  }
   std::optional<gpt::MpiEnv> env;
   try {
     env.emplace(&argc, &argv);

@@ -1,6 +1,7 @@
 #include "io/run_config.hpp"
 
 #include <CLI/CLI.hpp>
+#include <mpi.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <map>
 #include <optional>
 
+#include "core/build_info.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "model/attention_ds.hpp"
@@ -306,6 +308,19 @@ std::string default_note(const Key& k, const nlohmann::json& defaults) {
 
 namespace {
 bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_data);
+
+// --version: the program's build (set by its main) and the MPI library, which
+// MPI lets a program ask before MPI_Init.
+std::string gpt_train_version() {
+  std::string v = version_line("gpt_train", program_build());
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(mpi, &len) == MPI_SUCCESS) {
+    const std::string library(mpi, size_t(len));
+    v += "\nMPI: " + library.substr(0, library.find_first_of(",\n"));
+  }
+  return v;
+}
 }  // namespace
 
 bool parse_run_config(int argc, const char* const* argv, RunConfig& cfg) {
@@ -335,8 +350,8 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   std::string config_file;
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")
       ->type_name("FILE");
-  bool version = false;  // answered by gpt_train's main before MPI starts; listed here for --help
-  app.add_flag("--version", version, "print what this program was built from (commit, CUDA architectures, MPI) and exit");
+  app.set_version_flag("--version", gpt_train_version,
+                       "print what this program was built from (commit, CUDA architectures, MPI) and exit");
   std::map<std::string, std::string> cli_values;
   std::map<std::string, bool> cli_flags;
   const nlohmann::json defaults = default_run_config().to_json();
@@ -351,6 +366,9 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     fmt::print("{}", app.help());
+    return false;
+  } catch (const CLI::CallForVersion& e) {
+    fmt::print("{}\n", e.what());
     return false;
   } catch (const CLI::ParseError& e) {
     throw ConfigError(fmt::format("command line: {}", e.what()));
