@@ -72,7 +72,11 @@ std::vector<ChoiceExample> read_hellaswag(const std::string& path, const Tokeniz
       if (!e.is_string()) throw DataError(fmt::format("{}: {} is not a string", where, what));
       // The ending continues the context after a space, as llm.c and
       // lm-evaluation-harness join them: " " + ending is tokenised alone.
-      ex.endings.push_back(encode_checked(tok, " " + e.get<std::string>(), vocab_size, where, what.c_str()));
+      // (Appended rather than `" " + string`: GCC 12 warns falsely on that
+      // form, -Wrestrict, its bug 105651.)
+      std::string ending = " ";
+      ending += e.get_ref<const std::string&>();
+      ex.endings.push_back(encode_checked(tok, ending, vocab_size, where, what.c_str()));
     }
     ex.label = read_label(*label, where);
     if (ex.label < 0 || ex.label >= int(ex.endings.size()))
