@@ -158,13 +158,6 @@ Row bench_one(const OpInfo& info, Communicator& comm, BenchBuffers& buf, size_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<MpiEnv> env;
-  try {
-    env.emplace(&argc, &argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
   CLI::App app{"bench_comm: collective bandwidth (nccl-tests style)"};
   gpt::add_version_flag(app, "bench_comm");
   std::string backend = "mpi", ops = "all_reduce,reduce_scatter,all_gather,broadcast", min_b = "8", max_b = "64M",
@@ -185,14 +178,18 @@ int main(int argc, char** argv) {
   app.add_option("--mesh", mesh_spec, "RxS (default: nodes x ranks per node)")->type_name("RxS");
   app.add_flag("--inplace", inplace, "in-place collectives");
   app.add_option("--json", json_path, "write JSON lines here (rank 0)")->type_name("FILE");
+  // --help and --version answer before MPI starts, as gpt_train's do; a bad
+  // flag is reported once, by rank 0, with every rank ending.
+  if (gpt::asks_for_help_or_version(argc, argv)) return gpt::parse_command_line(app, argc, argv);
+  std::optional<MpiEnv> env;
+  try {
+    env.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    if (env->rank() == 0) std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::CallForVersion& e) {
-    if (env->rank() == 0) std::printf("%s\n", e.what());
-    return 0;
   } catch (const CLI::ParseError& e) {
     env->abort(fmt::format("command line: {}", e.what()));
   }

@@ -1,5 +1,5 @@
-// Command-line parsing for the single-process tools (prepare_data, plan,
-// ckpt_tool), with gpt_train's conventions instead of CLI11's defaults:
+// Command-line parsing for the tools (prepare_data, plan, ckpt_tool, and
+// bench_comm's --help and --version), with gpt_train's conventions instead of CLI11's defaults:
 // --help prints the help and --version what the tool was built from
 // (core/build_info.hpp), each exiting 0; a bad flag or value prints one line
 // 'error: command line: ...' to stderr and exits 1 (CLI11 alone prints the
@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +36,17 @@ inline int parse_command_line(CLI::App& app, int argc, char** argv) {
     std::fprintf(stderr, "error: command line: %s\n", e.what());
     return 1;
   }
+}
+
+// Whether the command line asks for --help (-h) or --version. The MPI
+// programs (gpt_train, bench_comm) answer those before MPI starts, so that
+// they answer on a login node, without a launcher.
+inline bool asks_for_help_or_version(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ||
+        std::strcmp(argv[i], "--version") == 0)
+      return true;
+  return false;
 }
 
 // --version for a tool: its name and what it was built from.

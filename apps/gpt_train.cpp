@@ -14,11 +14,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <optional>
 #include <thread>
 
+#include "command_line.hpp"
 #include "comm/mpi_env.hpp"
 #include "core/build_info.hpp"
 #include "core/error.hpp"
@@ -41,18 +41,16 @@ static void stall_at_end_for_test(int rank) {
 int main(int argc, char** argv) {
   gpt::set_program_build(gpt::this_build());
   // --help and --version need no MPI: they answer on a login node, without a launcher.
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ||
-        std::strcmp(argv[i], "--version") == 0) {
-      try {
-        gpt::RunConfig cfg;
-        gpt::parse_run_config(argc, argv, cfg);  // prints the help or the version
-        return 0;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-      }
+  if (gpt::asks_for_help_or_version(argc, argv)) {
+    try {
+      gpt::RunConfig cfg;
+      gpt::parse_run_config(argc, argv, cfg);  // prints the help or the version
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
     }
+  }
   std::optional<gpt::MpiEnv> env;
   try {
     env.emplace(&argc, &argv);
