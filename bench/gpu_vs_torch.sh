@@ -121,8 +121,16 @@ gemm_torch="$(json_of "$py" "$root/bench/torch_gpu_gemm.py" --shapes "$tmp/gemm.
 sample_tokens=$(( seq / 2 < 64 ? seq / 2 : 64 ))
 sample="$(json_of "$build/bench/bench_gpu_sample" --model "$model" --seq "$seq" --prompt $(( seq / 2 )) \
   --tokens "$sample_tokens")" || sample='null'
-# GPT_GIT_REVISION: the commit, where this copy's .git cannot say (the device tool's may be stale).
-if [ -n "${GPT_GIT_REVISION:-}" ]; then
+# The commit the measured build was built from: TRAINER's --version, built beside the benchmarks (it took
+# GPT_GIT_REVISION, or the tree's git and -dirty, at build time). Without it: GPT_GIT_REVISION, where this copy's
+# .git cannot say (the device tool's may be stale), else the tree's git now.
+built=""
+if [ -n "${TRAINER:-}" ]; then
+  built=$("$TRAINER" --version 2>/dev/null | head -1 | awk '{print $2}') || built=""
+fi
+if [[ -n "$built" && "$built" != unknown ]]; then
+  rev="$built"; dirty=""
+elif [ -n "${GPT_GIT_REVISION:-}" ]; then
   rev="$GPT_GIT_REVISION"; dirty=""
 else
   rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"

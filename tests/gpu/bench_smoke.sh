@@ -79,6 +79,10 @@ print("activation bytes as plan predicts:", ours["mem_activations_bytes"], re[0]
 tr = [x for x in r["rows"] if x["impl"] == "ours-gpt_train"]
 ta = [x for x in r["rows"] if x["impl"] == "ours-gpt_train-attention-auto"]
 if sys.argv[3]:  # the trainer's row: its 2 steps after the warm-up, its GEMMs tuned (--gemm-autotune 3)
+    # The results name the commit the measured build came from: the trainer's own --version.
+    import subprocess
+    built = subprocess.run([sys.argv[3], "--version"], capture_output=True, text=True).stdout.split()[1]
+    assert r["git_revision"] == built, (r["git_revision"], built)
     assert len(tr) == 1 and tr[0]["tokens_per_s"] > 0 and tr[0]["steps"] == 2 and tr[0]["mem_peak_bytes"] > 0, tr
     assert tr[0]["attention"] == "ours" and "attention_auto" not in tr[0], tr
     tuned = [l for l in open(f"{sys.argv[1]}/log.txt") if "GEMM autotune" in l and "3 of 3 algorithms ran" in l]
