@@ -42,7 +42,14 @@ namespace {
 // 125 TF fp32 and 4000 "AI TOPS" (fp4 with sparsity), an eighth of which is
 // its dense bf16 rate, fp32 accumulation at full rate as on the RTX 6000 Ada.
 // The H800 and A800 (China's H100 and A100) compute as those do; their
-// NVLink is 400 GB/s in both directions together, 200 each way.
+// NVLink is 400 GB/s in both directions together, 200 each way. The B300
+// (Blackwell Ultra, HGX): the B200's bf16 rate (the HGX B300's 36 PF with
+// sparsity over 16 dies, 8 GPUs) and 75 TF fp32; 288 GB of HBM3e (the HGX's
+// 2.3 TB over 8), 268 GiB. A GB300's GPU takes its figures as a GB200's
+// takes the B200's (its higher power limit's peak is 2500). Its die has 160
+// multiprocessors; how many the product enables is not published where we
+// could check, so the row counts 148, the B200's: a GPU reporting more
+// counts as whole, and a MIG slice is then its share of 148.
 // `sized_by_name`: the model comes in two memory sizes and the device's name
 // states which ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB").
 // `nvlink_gbps`: NVLink bandwidth per direction to the node's switch (0: a
@@ -71,7 +78,8 @@ constexpr GpuRow kGpus[] = {
     {"RTX 3090 Ti", 80e12, 40e12, 24, false, 0, 4, 84},   {"RTX 3090", 71e12, 35.6e12, 24, false, 0, 4, 82},
     {"RTX PRO 6000 Blackwell", 500e12, 125e12, 96, false, 0, 5, 188},
     {"H800 PCIe", 756e12, 51e12, 80, false, 0, 5, 114},  {"H800", 989e12, 67e12, 80, false, 200, 5, 132},
-    {"A800", 312e12, 19.5e12, 80, true, 200, 4, 108}};
+    {"A800", 312e12, 19.5e12, 80, true, 200, 4, 108},
+    {"B300", 2250e12, 75e12, 268, false, 900, 6, 148},   {"GB300", 2250e12, 75e12, 268, false, 900, 6, 148}};
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool holds_words(const std::string& name, const std::string& key) {
   for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {

@@ -46,7 +46,7 @@ namespace gpt {
 //   154.8 / 38.7; RTX 6000 Ada: 364.2 / 91.1; RTX 4090: 165.2 / 82.6;
 //   RTX 5090: 209.5 / 104.8; RTX 3090: 71 / 35.6; RTX 3090 Ti: 80 / 40;
 //   H20: 148 / 44; L20: 119.5 / 59.8; RTX PRO 6000 Blackwell: 500 / 125;
-//   H800, H800 PCIe, A800: their H100's and A100's.
+//   H800, H800 PCIe, A800: their H100's and A100's; B300, GB300: 2250 / 75.
 // `sms`, where given, is the device's multiprocessor count
 // (cudaDeviceProp::multiProcessorCount): a MIG instance has a share of its
 // GPU's (an H100 SXM has 132), and its peak is the same share of the GPU's;
@@ -54,7 +54,8 @@ namespace gpt {
 double gpu_peak_flops(const std::string& device_name, bool bf16, int sms = 0);
 // A GPU's memory by its name, for `plan --gpu NAME`: its model's (H100,
 // H100 PCIe: 80; H100 NVL: 94; GH200: 96, or 144 for "GH200 144G"; H200,
-// H200 NVL: 141; B200, GB200: 180, the HGX's 1.44 TB over 8; L40S, L40,
+// H200 NVL: 141; B200, GB200: 180, the HGX's 1.44 TB over 8; B300, GB300:
+// 268 (288 GB, the HGX's 2.3 TB over 8); L40S, L40,
 // A40, RTX A6000, RTX 6000 Ada, L20: 48; A10, L4, RTX 4090, RTX 3090 (Ti):
 // 24; RTX 5090: 32; H20, RTX PRO 6000 Blackwell: 96; H800: 80),
 // or for an A100, A800 or V100 the size its name states (A100-SXM4-40GB: 40;
@@ -65,7 +66,7 @@ int64_t gpu_memory_bytes(const std::string& device_name);
 // name (the planner's intra-node bandwidth; NCCL's "bus bandwidth"): 80% of
 // the GPU's link bandwidth per direction, NVLink's to the node's switch
 // (H100, H200, GH200, H20: 450 GB/s -> 360, as nccl-tests measures 8 H100
-// SXM; B200: 900 -> 720; A100 SXM: 300 -> 240, where nccl-tests reports of
+// SXM; B200, B300: 900 -> 720; A100 SXM: 300 -> 240, where nccl-tests reports of
 // 8 A100 SXM4 show 200-230; H800, A800 SXM: 200 -> 160; V100 SXM2: 150 ->
 // 120), or for a PCIe card, and an NVLink GPU whose name says PCIe, the PCIe
 // x16 link's (gen 5, H100 PCIe, H100 NVL, H200 NVL, H800 PCIe, RTX 5090, RTX

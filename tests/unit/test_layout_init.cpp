@@ -274,6 +274,12 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("emulated CUDA device"), 0);
   // Keys match whole words: another model whose name holds one is not it.
   EXPECT_EQ(gpu_peak_flops("NVIDIA GB200", true), 2250e12);  // B200's figures, its own row
+  EXPECT_EQ(gpu_peak_flops("NVIDIA B300 SXM6 AC", true), 2250e12);
+  EXPECT_EQ(gpu_peak_flops("NVIDIA B300 SXM6 AC", false), 75e12);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA B300 SXM6 AC"), 268 * GiB);
+  EXPECT_EQ(gpu_memory_bytes("NVIDIA GB300"), 268 * GiB);  // its own row, not the B300's words
+  EXPECT_DOUBLE_EQ(gpu_ring_bandwidth("NVIDIA B300 SXM6 AC"), 720e9);
+  EXPECT_DOUBLE_EQ(gpu_peak_flops("NVIDIA B300 SXM6 AC", true, 74), 2250e12 / 2);  // a MIG slice of half of 148
   EXPECT_EQ(gpu_peak_flops("NVIDIA RTX A1000", true), 0);   // neither an A100 nor an A10
   EXPECT_EQ(gpu_peak_flops("NVIDIA A10G", true), 0);        // AWS's A10G is not an A10
   EXPECT_EQ(gpu_peak_flops("NVIDIA RTX A4000", true), 0);   // not an A40
