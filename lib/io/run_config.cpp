@@ -52,10 +52,14 @@ int parse_int(const std::string& key, const std::string& v, int lo, int hi = INT
   return static_cast<int>(x);
 }
 
-float parse_float(const std::string& key, const std::string& v, double lo, double hi) {
+double parse_double(const std::string& key, const std::string& v, double lo, double hi) {
   const double x = parse_number<double>(key, v);
   if (!(x >= lo && x <= hi)) throw ConfigError(fmt::format("invalid {} = {}: must be in [{}, {}]", key, v, lo, hi));
-  return static_cast<float>(x);
+  return x;
+}
+
+float parse_float(const std::string& key, const std::string& v, double lo, double hi) {
+  return static_cast<float>(parse_double(key, v, lo, hi));
 }
 
 bool parse_bool(const std::string& key, const std::string& v) {
@@ -134,6 +138,11 @@ std::vector<Key> keys() {
        "cuda: in the first step, time up to N of cuBLASLt's algorithms for each matrix-product shape and keep the "
        "fastest (0: the heuristic's first pick; results may then differ between runs in the last bits)",
        "INT", [](C& c, P&, S v) { c.gemm_autotune = parse_int("gemm-autotune", v, 0, 64); }},
+      {"peak-tflops",
+       "peak TFLOP/s per rank at the run's precision, for MFU and --strategy auto (0: cuda, the datasheet's for the "
+       "GPU's name, shared by the ranks on it; cpu, the GEMM throughput measured at start-up). For a GPU the table "
+       "does not know, or to measure against another peak",
+       "FLOAT", [](C& c, P&, S v) { c.peak_tflops = parse_double("peak-tflops", v, 0, 1e6); }},
       {"attention-ds-mib",
        "cuda, bf16: MiB the attention backward may keep its score gradients dS in, so that dQ = dS K is one matrix "
        "product instead of recomputing the scores and dP (three); 0: recompute (the default; a budget bounds it, "
@@ -490,6 +499,7 @@ nlohmann::json RunConfig::to_json() const {
       {"precision", precision == Precision::kBf16 ? "bf16" : "fp32"},
       {"reduce_dtype", reduce_dtype},
       {"gemm_autotune", gemm_autotune},
+      {"peak_tflops", peak_tflops},
       {"attention_ds_mib", attention_ds_mib},
       {"attention", attention},
       {"comm", comm},

@@ -64,6 +64,10 @@ struct RunConfig {
   bool activation_checkpointing = false;
   Recompute recompute = Recompute::kNone;  // activations recomputed in backward (model/recompute.hpp)
   int gemm_autotune = 0;                   // cuda: time up to N cuBLASLt algorithms per GEMM shape (0: heuristic's)
+  // MFU's denominator per rank, in TFLOP/s, and the planner's peak (--strategy
+  // auto). 0: the GPU table's for the device's name (model/flops.hpp), or on
+  // the CPU the GEMM throughput measured at start-up.
+  double peak_tflops = 0;
   int attention_ds_mib = 0;                // cuda, bf16: stored attention score gradients (model/attention_ds.hpp);
                                            // kAttentionDsDefaultBytes (0: recompute) on cuda unless given, 0 on the CPU
   int64_t attention_ds_budget() const { return int64_t(attention_ds_mib) << 20; }  // in bytes

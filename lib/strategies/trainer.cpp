@@ -132,6 +132,7 @@ PlanInputs plan_inputs(const RunConfig& c, MPI_Comm base, const std::optional<Ra
     in.cluster.device_memory = parse_bytes(c.device_mem, "device-mem");
     in.memory_from = "--device-mem";
   }
+  if (c.peak_tflops > 0) in.cluster.peak_flops = c.peak_tflops * 1e12;  // as `plan --peak-tflops`
   return in;
 }
 
@@ -182,9 +183,11 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
   const std::string across = world > cluster.ranks_per_node
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
-  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}\n{}",
+  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}; {:.3g} TFLOP/s per "
+       "rank{} x {:.0f}% MFU\n{}",
        count_of(world, "rank"), cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from,
-       cluster.intra_bw / 1e9, across, format_plan(plan));
+       cluster.intra_bw / 1e9, across, cluster.peak_flops / 1e12, c.peak_tflops > 0 ? " (--peak-tflops)" : "",
+       100 * cluster.assumed_mfu, format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;
   RunConfig r = c;
@@ -373,7 +376,9 @@ struct Trainer::Impl {
     // GEMM throughput at the same time as the others, so ranks sharing cores
     // (oversubscription) share the peak too.
     MPI_Barrier(base);
-    if (backend) {
+    if (cfg.peak_tflops > 0) {
+      gemm_peak = cfg.peak_tflops * 1e12;  // --peak-tflops: the user's figure, per rank
+    } else if (backend) {
       // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
       // or a MIG instance's share of it, shared by the ranks on it (tests
       // run several on one GPU).
@@ -946,9 +951,10 @@ struct Trainer::Impl {
     log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, count_of(world, "rank"),
          to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
     if (backend)
-      log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.0f} TFLOP/s per rank",
+      log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.4g} TFLOP/s per rank{}",
            backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
-           param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12);
+           param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12,
+           cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
     if (!code_note.empty()) log0("{}", code_note);
     if (!attention_note.empty()) log0("{}", attention_note);
     if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
@@ -962,9 +968,9 @@ struct Trainer::Impl {
     else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
       log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
     log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "
-         "{:.1f} GFLOP/s",
+         "{:.1f} GFLOP/s{}",
          loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
-         count_of(num_threads(), "thread"), gemm_peak / 1e9);
+         count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
     log0("learning rate: {}", sched.describe());
     if (cfg.warmup > cfg.steps)
       warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
