@@ -384,7 +384,8 @@ struct Trainer::Impl {
       // run several on one GPU).
       const bool bf16 = param_dtype == DType::kBF16;
       gemm_peak = gpu ? gpu->peak_flops(bf16) : gpu_peak_flops(backend->device_name(), bf16);
-      if (gemm_peak == 0) log0("warning: no peak FLOP/s known for '{}': MFU is reported as 0", backend->device_name());
+      if (gemm_peak == 0)
+        warn0("no peak FLOP/s known for '{}': MFU is reported as 0 (--peak-tflops gives it)", backend->device_name());
     } else {
       gemm_peak = cpu::measure_gemm_peak();
     }
