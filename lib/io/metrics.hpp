@@ -22,8 +22,8 @@ struct StepRecord {
   int64_t mem_params = 0, mem_grads = 0, mem_optim = 0, mem_activations = 0, mem_buffers = 0, mem_peak = 0;
   int64_t comm_bytes = 0, comm_calls = 0;
   double comm_time_s = 0, comm_exposed_s = 0;
-  std::optional<double> val_loss;  // on evaluation steps only
-  std::optional<double> hellaswag_acc, hellaswag_acc_norm;  // on evaluation steps with --hellaswag
+  std::optional<double> val_loss{};  // on evaluation steps only
+  std::optional<double> hellaswag_acc{}, hellaswag_acc_norm{};  // on evaluation steps with --hellaswag
   int64_t hellaswag_examples = 0;
   bool skipped = false;            // not applied: its loss or gradient norm is not finite (--skip-nonfinite)
 };

@@ -174,7 +174,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   // under srun --gpus-per-task=1, where every rank sees one GPU of its own.
   const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
   const int physical = d + (env_int("GPT_EMULATED_GPU_PER_RANK", 0) == 1 && local >= 0 ? 1000 * (1 + local) : 0);
-  std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07d", physical);
+  std::snprintf(prop->uuid.bytes, sizeof(prop->uuid.bytes), "emu-gpu-%07u", unsigned(physical) % 10000000u);
   const ComputeCapability cc = compute_capability();
   prop->major = cc.major;
   prop->minor = cc.minor;

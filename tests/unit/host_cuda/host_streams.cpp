@@ -411,7 +411,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
     });
   return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/) {
   host_cuda::count_call("sync.memcpy");
   count_copy(dst, src);
   if (bytes) host_cuda::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); });
