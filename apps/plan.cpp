@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
     device = rc.device == DeviceKind::kCuda ? "cuda" : "cpu";
     precision = rc.precision == Precision::kBf16 ? "bf16" : "fp32";
     device_mem = rc.device_mem;
+    if (!given("--peak-tflops")) peak_tflops = rc.peak_tflops;  // the file's peak-tflops, as gpt_train takes it
     recompute = to_string(rc.recompute);
     ckpt = rc.activation_checkpointing;
     if (!rpn) rpn = ranks;

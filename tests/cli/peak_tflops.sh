@@ -6,7 +6,8 @@
 #      where the peak came from. Control: without the flag the header's peak
 #      is the measured one, another number.
 #   2. --strategy auto names the given peak in its table (the planner's
-#      compute time comes from it), as `plan --peak-tflops` does.
+#      compute time comes from it), as `plan --peak-tflops` does; `plan
+#      --config` takes a file's peak-tflops, and plan's own flag wins.
 #   3. With EMULATED_TRAINER, only this: --device cuda on a device the GPU
 #      table does not know, whose MFU is otherwise 0; the flag gives it one.
 #   peak_tflops.sh BUILD_DIR WORK_DIR [EMULATED_TRAINER]
@@ -50,4 +51,9 @@ grep -q "(--peak-tflops)" "$work/measured.log" && fail "control: the log names -
 # --strategy auto's line names the peak per rank it plans with.
 tiny_run_ok auto 2 --steps 1 --strategy auto --peak-tflops 0.002
 grep -q "; 0.002 TFLOP/s per rank (--peak-tflops) x [0-9]*% MFU$" "$work/auto.log" || { cat "$work/auto.log"; fail "--strategy auto: the plan does not use --peak-tflops"; }
-echo "ok: --peak-tflops is MFU's denominator and the planner's peak"
+# plan --config takes the file's peak-tflops, as gpt_train does; plan's own flag wins over it.
+printf 'peak-tflops = 0.002\n' | cat "$work/tiny.toml" - > "$work/peak.toml"
+"$build/apps/plan" --config "$work/peak.toml" --ranks 2 | grep -q ", 0.002 TFLOP/s x " || fail "plan --config: not the file's peak-tflops"
+"$build/apps/plan" --config "$work/peak.toml" --ranks 2 --peak-tflops 0.004 | grep -q ", 0.004 TFLOP/s x " ||
+  fail "plan --config --peak-tflops: the flag does not win over the file"
+echo "ok: --peak-tflops is MFU's denominator and the planner's peak (plan --config reads it too)"
