@@ -49,7 +49,6 @@ std::string fit_plan_to_gpus(const RunConfig& c, MPI_Comm base, const std::optio
                      gpu->ranks > 1 ? fmt::format(" shared by {} ranks", gpu->ranks) : "");
 }
 
-
 // What the planner is given for this run: its workload, and the cluster as
 // the job sees it (memory per rank: --device-mem, else with --device cuda the
 // GPU's memory shared by the ranks on it, else this host's memory shared by
@@ -68,8 +67,7 @@ PlanInputs plan_inputs(const RunConfig& c, MPI_Comm base, const std::optional<Ra
   const NodeLayout nodes = node_layout(base);
   in.w = run_workload(c, in.world, num_threads());
   const bool cuda = c.device == DeviceKind::kCuda;
-  in.cluster =
-      ClusterSpec::defaults(cuda ? "cuda" : "cpu", in.world, nodes.uniform ? nodes.local_size : in.world);
+  in.cluster = ClusterSpec::defaults(cuda ? "cuda" : "cpu", in.world, nodes.uniform ? nodes.local_size : in.world);
   in.memory_from =
       cuda ? fit_plan_to_gpus(c, base, gpu, &in.cluster) : host_memory().source + ", shared by the node's ranks";
   if (!c.device_mem.empty()) {
@@ -94,15 +92,16 @@ void warn_if_it_may_not_fit(const RunConfig& c, MPI_Comm base, const PlanInputs&
   if (double(m.total()) <= usable) return;
   const Plan plan = make_plan(in.w, in.cluster);
   const std::string instead =
-      plan.best >= 0 ? fmt::format("--strategy auto would run {} ({} per rank)",
-                                   plan.rows[size_t(plan.best)].placement.name(),
-                                   format_bytes(double(plan.rows[size_t(plan.best)].mem.total())))
-                     : plan.reasoning;
-  warn0("{} is predicted to need {} per rank (model state {}, activations {}, buffers {}), more than the {} usable "
-        "of {} per rank ({}): the run may run out of memory; {}",
-        p.name(), format_bytes(double(m.total())), format_bytes(double(m.model_state())),
-        format_bytes(double(m.activations)), format_bytes(double(m.buffers + m.sample_cache)), format_bytes(usable),
-        format_bytes(double(in.cluster.device_memory)), in.memory_from, instead);
+      plan.best >= 0
+          ? fmt::format("--strategy auto would run {} ({} per rank)", plan.rows[size_t(plan.best)].placement.name(),
+                        format_bytes(double(plan.rows[size_t(plan.best)].mem.total())))
+          : plan.reasoning;
+  warn0(
+      "{} is predicted to need {} per rank (model state {}, activations {}, buffers {}), more than the {} usable "
+      "of {} per rank ({}): the run may run out of memory; {}",
+      p.name(), format_bytes(double(m.total())), format_bytes(double(m.model_state())),
+      format_bytes(double(m.activations)), format_bytes(double(m.buffers + m.sample_cache)), format_bytes(usable),
+      format_bytes(double(in.cluster.device_memory)), in.memory_from, instead);
 }
 
 }  // namespace
@@ -135,11 +134,12 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
   const std::string across = world > cluster.ranks_per_node
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
-  log0("strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}; {:.3g} TFLOP/s per "
-       "rank{} x {:.0f}% MFU\n{}",
-       count_of(world, "rank"), cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from,
-       cluster.intra_bw / 1e9, across, cluster.peak_flops / 1e12, c.peak_tflops > 0 ? " (--peak-tflops)" : "",
-       100 * cluster.assumed_mfu, format_plan(plan));
+  log0(
+      "strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}; {:.3g} TFLOP/s per "
+      "rank{} x {:.0f}% MFU\n{}",
+      count_of(world, "rank"), cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from,
+      cluster.intra_bw / 1e9, across, cluster.peak_flops / 1e12, c.peak_tflops > 0 ? " (--peak-tflops)" : "",
+      100 * cluster.assumed_mfu, format_plan(plan));
   if (plan.best < 0) throw ConfigError("invalid strategy = 'auto': " + plan.reasoning);
   const Placement& p = plan.rows[size_t(plan.best)].placement;
   RunConfig r = c;
@@ -172,7 +172,7 @@ RunConfig resolve_comm(const RunConfig& c, MPI_Comm base, const std::optional<Ra
     r.comm = "nccl";
     *note = "comm auto: nccl (one GPU per rank)";
   } else {
-    const std::string why = !gpu              ? std::string("this rank sees no GPU")
+    const std::string why = !gpu             ? std::string("this rank sees no GPU")
                             : gpu->ranks > 1 ? fmt::format("{} ranks of this node use one GPU", gpu->ranks)
                                              : std::string("ranks of another node share a GPU");
     *note = fmt::format("comm auto: mpi, staged through host memory ({}; NCCL needs one GPU per rank)", why);

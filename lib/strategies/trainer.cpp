@@ -1,4 +1,4 @@
-#include "strategies/trainer.hpp"
+#include "strategies/trainer_impl.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,37 +9,23 @@
 #include <thread>
 
 #include "comm/agree.hpp"
-#include "comm/mesh.hpp"
 #include "comm/mpi_wait.hpp"
 #include "comm/thread_share.hpp"
 #include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/host_heap.hpp"
 #include "core/logging.hpp"
-#include "core/memory.hpp"
 #include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 #include "core/stop_signal.hpp"
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
-#include "io/checkpoint.hpp"
-#include "io/data_loader.hpp"
-#include "io/hellaswag.hpp"
-#include "io/metrics.hpp"
-#include "io/model_import.hpp"
-#include "io/tokenizer.hpp"
+#include "io/trace_writer.hpp"
 #include "model/attention_ds.hpp"
 #include "model/cpu/gemm_peak.hpp"
 #include "model/flops.hpp"
-#include "model/gpt.hpp"
-#include "model/sampling.hpp"
-#include "model/schedule.hpp"
 #include "strategies/launch_choices.hpp"
-#include "strategies/strategy.hpp"
-#include "strategies/unit_model.hpp"
-#include "core/trace.hpp"
-#include "io/trace_writer.hpp"
 
 namespace gpt {
 namespace {
@@ -66,1012 +52,592 @@ std::string format_eta(double s) {
 
 }  // namespace
 
-struct Trainer::Impl {
-  std::string threads_note;  // --threads 0: how the node's cores were shared
-  std::string auto_note;  // strategy auto: why the planner chose what runs
-  std::string comm_note;  // comm auto: what was chosen and why
-  std::optional<RankGpu> gpu;  // --device cuda: this rank's GPU (unless a backend is given)
-  RunConfig resolved;     // the config with strategy and comm auto resolved
-  const RunConfig& cfg;
-  MPI_Comm base;
-  int rank = 0, world = 1;
-  MemoryTracker mem;
-  DType param_dtype;
-  std::unique_ptr<DeviceBackend> backend;  // --device cuda; null on the host
-  DeviceMesh2D mesh;
-  ParamLayout layout;
-  std::unique_ptr<Strategy> strategy;
-  // Why our bf16 attention runs its CUDA-core kernels, not the tensor-core
-  // ones, on some rank ("" where every rank runs them), and on which
-  // ("here" on 1 rank); set by resolve_attention, so declared before
-  // attention_note.
-  std::string tensor_core_note, tensor_core_where;
-  std::string attention_note;  // attention auto: what was chosen and why
-  std::string code_note;       // a GPU running PTX its driver compiles: resolve_code_note
-  std::unique_ptr<UnitModel> model;
-  DataLoader loader;
-  std::optional<DataLoader> val_loader;
-  std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
-  // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
-  // their endings as rows sorted longest first (a pass pads little), and
-  // the passes every rank makes (the most any rank needs: with sharded
-  // parameters each pass gathers collectively).
-  struct ChoiceRowRef {
-    int32_t example;  // index into hellaswag
-    int32_t ending;
-    int32_t score;    // index into hellaswag_losses
-    ChoiceRow row;
-  };
-  std::vector<ChoiceExample> hellaswag;
-  std::vector<ChoiceRowRef> hellaswag_rows;
-  std::vector<EndingLoss> hellaswag_losses;
-  std::vector<int32_t> hellaswag_first;  // example i's endings: hellaswag_losses[first[i], first[i+1])
-  std::vector<float> row_loss;
-  int64_t hellaswag_total = 0, hellaswag_passes = 0;
-  int64_t last_sample_bytes = 0;  // sent by this rank during the last sample (every communicator)
-  int64_t last_eval_bytes = 0;    // sent by this rank during the last validation
-  double last_sample_s = 0;
-  std::vector<int32_t> sample_context;  // what a sample starts from: a separator, then --sample-prompt's tokens
-  TokenSampler sampler{{}};
-  std::string resume_path;  // checkpoint to start from, "" for a fresh start
-  // AdamW updates applied so far: the steps done less the skipped ones. The
-  // bias correction counts these, as PyTorch's GradScaler and DeepSpeed do
-  // (a skipped step does not advance the optimizer); checkpoints carry it.
-  int64_t optimizer_updates = 0;
-  // Steps not applied since the last one that was (--skip-nonfinite limits
-  // it); checkpoints carry it, so a resume ends or skips as the run would have.
-  int skipped_in_a_row = 0;
-  MetricsWriter metrics;
-  // Async checkpoints: a snapshot of the owned state written by a background
-  // thread over its own duplicate of the communicator, so its collectives
-  // never interleave with the trainer's on the same communicator. At most
-  // one write is in flight; it is joined before the next one and at the end.
-  MPI_Comm ckpt_comm = MPI_COMM_NULL;
-  std::thread ckpt_thread;
-  std::exception_ptr ckpt_error;
-  std::vector<Buffer<float>> ckpt_snapshot;
-  LRSchedule sched;
-  std::vector<int32_t> tokens, targets;
-  double gemm_peak = 0;
-  std::vector<int> nan_grad_steps = nan_grad_steps_for_test();  // GPT_TEST_NAN_GRAD_STEPS
-  // --trace on a GPU: the loop's spans at the compute stream's times too.
-  // Unset (by the guard, destroyed first) before the marks go away.
-  std::unique_ptr<trace::DeviceMarks> trace_marks;
-  struct UnsetMarks {
-    ~UnsetMarks() { trace::set_device_marks(nullptr); }
-  } unset_marks;
-  static int rank_of(MPI_Comm c) {
-    int r;
-    MPI_Comm_rank(c, &r);
-    return r;
-  }
-  static int size_of(MPI_Comm c) {
-    int s;
-    MPI_Comm_size(c, &s);
-    return s;
-  }
+int Trainer::Impl::rank_of(MPI_Comm c) {
+  int r;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
 
-  Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given)
-      : gpu(config.device == DeviceKind::kCuda && !given ? rank_gpu(b) : std::nullopt),
-        resolved(resolve_comm(resolve_strategy(config, b, gpu, &auto_note), b, gpu, &comm_note)),
-        cfg(resolved),
-        base(b),
-        rank(rank_of(b)),
-        world(size_of(b)),
-        param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
-        backend(given                               ? std::move(given)
-                : cfg.device == DeviceKind::kCuda
-                    // MPI collectives stage device buffers through host memory: ranks may share a GPU.
-                    ? make_device_backend(gpu, cfg.comm == "mpi", param_dtype, &mem)
-                    : nullptr),
-        mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm), backend ? backend->device_index() : 0),
-        layout(cfg.gpt),
-        strategy(make_strategy({parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed,
-                                param_dtype, cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32,
-                                backend ? backend->arena() : nullptr},
-                               layout, set_streams(), &mem)),
-        attention_note(resolve_attention()),
-        code_note(resolve_code_note()),
-        model(backend ? backend->make_model(layout, model_options())
-                      : make_host_model(layout, model_options(), &mem)),
-        loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world, cfg.seed,
-                             true, cfg.gpt.vocab_size}),
-        resume_path(resolve_resume(cfg)),
-        metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
-        sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps} {
-    note_progress("the model and the data");
-    if (!cfg.val_data.empty()) {
-      val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
-                                       rank, world, cfg.seed, false, cfg.gpt.vocab_size});
+int Trainer::Impl::size_of(MPI_Comm c) {
+  int s;
+  MPI_Comm_size(c, &s);
+  return s;
+}
+
+Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given)
+    : gpu(config.device == DeviceKind::kCuda && !given ? rank_gpu(b) : std::nullopt),
+      resolved(resolve_comm(resolve_strategy(config, b, gpu, &auto_note), b, gpu, &comm_note)),
+      cfg(resolved),
+      base(b),
+      rank(rank_of(b)),
+      world(size_of(b)),
+      param_dtype(cfg.precision == Precision::kBf16 ? DType::kBF16 : DType::kF32),
+      backend(given ? std::move(given)
+              : cfg.device == DeviceKind::kCuda
+                  // MPI collectives stage device buffers through host memory: ranks may share a GPU.
+                  ? make_device_backend(gpu, cfg.comm == "mpi", param_dtype, &mem)
+                  : nullptr),
+      mesh(b, resolve_mesh(cfg, b), parse_comm_backend(cfg.comm), backend ? backend->device_index() : 0),
+      layout(cfg.gpt),
+      strategy(make_strategy(
+          {parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed, param_dtype,
+           cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32, backend ? backend->arena() : nullptr},
+          layout, set_streams(), &mem)),
+      attention_note(resolve_attention()),
+      code_note(resolve_code_note()),
+      model(backend ? backend->make_model(layout, model_options()) : make_host_model(layout, model_options(), &mem)),
+      loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world,
+                           cfg.seed, true, cfg.gpt.vocab_size}),
+      resume_path(resolve_resume(cfg)),
+      metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
+      sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps},
+      nan_grad_steps(nan_grad_steps_for_test()) {
+  note_progress("the model and the data");
+  if (!cfg.val_data.empty()) {
+    val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
+                                     rank, world, cfg.seed, false, cfg.gpt.vocab_size});
+  }
+  // Made even where nothing samples or encodes, so that a --vocab or --merges that cannot be read, or a
+  // tokenizer for another model, is an error now rather than in a later run that samples (or in ckpt_tool's
+  // Hugging Face export, which copies the files).
+  tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
+  if (tokenizer->eot() >= cfg.gpt.vocab_size)  // samples would start from a token the model does not have
+    throw ConfigError(fmt::format("invalid tokenizer = '{}': its {} tokens do not fit the model's vocab-size {}",
+                                  cfg.tokenizer, tokenizer->vocab_size(), cfg.gpt.vocab_size));
+  if (!cfg.hellaswag.empty()) load_hellaswag();
+  if (cfg.sample_tokens > 0) {
+    sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
+    for (int id : tokenizer->encode(cfg.sample_prompt)) {
+      if (id >= cfg.gpt.vocab_size)
+        throw ConfigError(
+            fmt::format("invalid sample-prompt = '{}': token id {} is outside the model's vocabulary "
+                        "(vocab_size {})",
+                        cfg.sample_prompt, id, cfg.gpt.vocab_size));
+      sample_context.push_back(id);
     }
-    // Made even where nothing samples or encodes, so that a --vocab or --merges that cannot be read, or a
-    // tokenizer for another model, is an error now rather than in a later run that samples (or in ckpt_tool's
-    // Hugging Face export, which copies the files).
-    tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab, cfg.merges);
-    if (tokenizer->eot() >= cfg.gpt.vocab_size)  // samples would start from a token the model does not have
-      throw ConfigError(fmt::format("invalid tokenizer = '{}': its {} tokens do not fit the model's vocab-size {}",
-                                    cfg.tokenizer, tokenizer->vocab_size(), cfg.gpt.vocab_size));
-    if (!cfg.hellaswag.empty()) load_hellaswag();
-    if (cfg.sample_tokens > 0) {
-      sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
-      for (int id : tokenizer->encode(cfg.sample_prompt)) {
-        if (id >= cfg.gpt.vocab_size)
-          throw ConfigError(fmt::format("invalid sample-prompt = '{}': token id {} is outside the model's vocabulary "
-                                        "(vocab_size {})", cfg.sample_prompt, id, cfg.gpt.vocab_size));
-        sample_context.push_back(id);
-      }
-      sampler = TokenSampler({cfg.sample_temperature, cfg.sample_top_k});
+    sampler = TokenSampler({cfg.sample_temperature, cfg.sample_top_k});
+  }
+  // A wait for other ranks (a collective, or the GPU waiting for one)
+  // that outlasts --comm-timeout, or a communicator failing while the host
+  // waits, is an error (and so ends every rank), not a hang.
+  set_watchdog({cfg.comm_timeout_s, [this] { mesh.check_health(); }});
+  tokens.resize(size_t(cfg.micro_batch) * cfg.seq_len);
+  targets.resize(tokens.size());
+  // MFU's denominator is the aggregate peak of all ranks: each measures its
+  // GEMM throughput at the same time as the others, so ranks sharing cores
+  // (oversubscription) share the peak too.
+  MPI_Barrier(base);
+  if (cfg.peak_tflops > 0) {
+    gemm_peak = cfg.peak_tflops * 1e12;  // --peak-tflops: the user's figure, per rank
+  } else if (backend) {
+    // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
+    // or a MIG instance's share of it, shared by the ranks on it (tests
+    // run several on one GPU).
+    const bool bf16 = param_dtype == DType::kBF16;
+    gemm_peak = gpu ? gpu->peak_flops(bf16) : gpu_peak_flops(backend->device_name(), bf16);
+    if (gemm_peak == 0)
+      warn0("no peak FLOP/s known for '{}': MFU is reported as 0 (--peak-tflops gives it)", backend->device_name());
+  } else {
+    gemm_peak = cpu::measure_gemm_peak();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
+}
+
+std::string Trainer::Impl::resolve_attention() {
+  std::string note = resolve_attention_auto();
+  if (backend && resolved.attention == "ours") {
+    const FirstNote cannot = first_note(
+        backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd, cfg.gpt.n_head), base);
+    if (cannot.where.count > 0) {
+      tensor_core_note = cannot.text;
+      tensor_core_where =
+          world == 1 ? "here"
+                     : fmt::format("on {} of {} ranks (rank {}'s GPU)", cannot.where.count, world, cannot.where.first);
+      resolved.attention_ds_mib = 0;
     }
-    // A wait for other ranks (a collective, or the GPU waiting for one)
-    // that outlasts --comm-timeout, or a communicator failing while the host
-    // waits, is an error (and so ends every rank), not a hang.
-    set_watchdog({cfg.comm_timeout_s, [this] { mesh.check_health(); }});
-    tokens.resize(size_t(cfg.micro_batch) * cfg.seq_len);
-    targets.resize(tokens.size());
-    // MFU's denominator is the aggregate peak of all ranks: each measures its
-    // GEMM throughput at the same time as the others, so ranks sharing cores
-    // (oversubscription) share the peak too.
-    MPI_Barrier(base);
-    if (cfg.peak_tflops > 0) {
-      gemm_peak = cfg.peak_tflops * 1e12;  // --peak-tflops: the user's figure, per rank
-    } else if (backend) {
-      // A GPU: the datasheet's dense peak for its name (model/flops.hpp),
-      // or a MIG instance's share of it, shared by the ranks on it (tests
-      // run several on one GPU).
-      const bool bf16 = param_dtype == DType::kBF16;
-      gemm_peak = gpu ? gpu->peak_flops(bf16) : gpu_peak_flops(backend->device_name(), bf16);
-      if (gemm_peak == 0)
-        warn0("no peak FLOP/s known for '{}': MFU is reported as 0 (--peak-tflops gives it)", backend->device_name());
-    } else {
-      gemm_peak = cpu::measure_gemm_peak();
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
   }
+  return note;
+}
 
-  // --attention auto: cuDNN's fused attention where every rank can run it
-  // at the training shape (cuda, bf16, cuDNN 9.8+, an engine for both
-  // graphs on its GPU: the plans are built here and kept for the model),
-  // else our kernels. Decided on all ranks together, so they agree; returns
-  // the log line saying which and why (the first rank that cannot names
-  // its reason). Other choices pass through. Where ours runs in bf16 and a
-  // rank's GPU cannot take its tensor-core kernels at the model's head size,
-  // that rank runs the CUDA-core ones (each rank by its own GPU), the log
-  // names the first such rank and its reason (tensor_core_note, on rank 0
-  // too: ranks may hold different GPUs), and no rank stores score
-  // gradients (the CUDA-core kernels store none; one budget on all ranks).
-  std::string resolve_attention() {
-    std::string note = resolve_attention_auto();
-    if (backend && resolved.attention == "ours") {
-      const FirstNote cannot = first_note(backend->tensor_core_attention_unavailable(cfg.micro_batch, cfg.seq_len,
-                                                                                      cfg.gpt.n_embd, cfg.gpt.n_head),
-                                          base);
-      if (cannot.where.count > 0) {
-        tensor_core_note = cannot.text;
-        tensor_core_where = world == 1 ? "here"
-                            : fmt::format("on {} of {} ranks (rank {}'s GPU)", cannot.where.count, world,
-                                          cannot.where.first);
-        resolved.attention_ds_mib = 0;
-      }
-    }
-    return note;
-  }
-  // Where a rank's GPU has no code of its own in this build, rank 0 says so
-  // once, naming the first such rank (ranks may hold different GPUs).
-  std::string resolve_code_note() {
-    if (!backend) return "";  // the same on every rank: --device
-    const FirstNote on = first_note(backend->driver_compiled_code_note(), base);
-    if (on.where.count == 0 || world == 1) return on.text;
-    return fmt::format("{} (on {} of {} ranks; rank {}'s GPU)", on.text, on.where.count, world, on.where.first);
-  }
-  std::string resolve_attention_auto() {
-    if (resolved.attention != "auto") return "";
-    resolved.attention = "ours";
-    if (!backend) return "";  // the host has one attention
-    std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd,
-                                                           cfg.gpt.n_head);
-    note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
-    const FirstNote cannot = first_note(std::move(why), base);
-    if (cannot.where.count == 0) {
-      resolved.attention = "cudnn";
-      resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
-      return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
-                         cfg.micro_batch, cfg.seq_len);
-    }
-    return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
-                       world > 1 ? fmt::format(" on rank {}", cannot.where.first) : "", cannot.text);
-  }
+std::string Trainer::Impl::resolve_code_note() {
+  if (!backend) return "";  // the same on every rank: --device
+  const FirstNote on = first_note(backend->driver_compiled_code_note(), base);
+  if (on.where.count == 0 || world == 1) return on.text;
+  return fmt::format("{} (on {} of {} ranks; rank {}'s GPU)", on.text, on.where.count, world, on.where.first);
+}
 
-  GPTOptions model_options() const {
-    GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
-    o.attention_ds_budget = cfg.attention_ds_budget();
-    o.attention_cudnn = cfg.attention == "cudnn";
-    return o;
+std::string Trainer::Impl::resolve_attention_auto() {
+  if (resolved.attention != "auto") return "";
+  resolved.attention = "ours";
+  if (!backend) return "";  // the host has one attention
+  std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd, cfg.gpt.n_head);
+  note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
+  const FirstNote cannot = first_note(std::move(why), base);
+  if (cannot.where.count == 0) {
+    resolved.attention = "cudnn";
+    resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
+    return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
+                       cfg.micro_batch, cfg.seq_len);
   }
+  return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
+                     world > 1 ? fmt::format(" on rank {}", cannot.where.first) : "", cannot.text);
+}
 
-  // GPU communicators order their collectives against the compute stream.
-  DeviceMesh2D& set_streams() {
-    note_progress("the communicators");  // the start-up's StallGuard (Trainer::Trainer)
-    if (backend)
-      for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()})
-        c->set_compute_stream(backend->stream());
-    return mesh;
+GPTOptions Trainer::Impl::model_options() const {
+  GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
+  o.attention_ds_budget = cfg.attention_ds_budget();
+  o.attention_cudnn = cfg.attention == "cudnn";
+  return o;
+}
+
+DeviceMesh2D& Trainer::Impl::set_streams() {
+  note_progress("the communicators");  // the start-up's StallGuard (Trainer::Trainer)
+  if (backend)
+    for (Communicator* c : {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()})
+      c->set_compute_stream(backend->stream());
+  return mesh;
+}
+
+Trainer::Impl::~Impl() {
+  if (ckpt_thread.joinable()) ckpt_thread.join();
+  set_watchdog({});  // the check refers to the mesh
+  if (ckpt_comm != MPI_COMM_NULL) MPI_Comm_free(&ckpt_comm);
+}
+
+void Trainer::Impl::forward_blocks() {
+  Strategy& S = *strategy;
+  const int L = cfg.gpt.n_layer;
+  S.prefetch(E());
+  S.prefetch(B(0));
+  const void* wte = S.params(E());
+  {
+    trace::Span t("forward embedding", "compute");
+    model->forward_embedding(wte);
   }
-
-  static std::string resolve_resume(const RunConfig& c) {
-    if (c.resume.empty()) return "";
-    if (c.resume == "auto") return latest_checkpoint(c.ckpt_dir);  // "" when there is none yet
-    // Every rank sees the same path: one line, from rank 0.
-    if (const std::string why = not_a_checkpoint(c.resume); !why.empty())
-      throw ConfigError(fmt::format("invalid resume = '{}': {}{}", c.resume, why,
-                                    c.ckpt_dir.empty() && why.find("directory of checkpoints") != std::string::npos
-                                        ? fmt::format(" (or --ckpt-dir {} --resume auto)", c.resume)
-                                        : ""));
-    return c.resume;
-  }
-
-  std::vector<UnitSlice> owned_slices() {
-    std::vector<UnitSlice> s;
-    for (size_t u = 0; u < layout.num_units(); ++u) s.push_back(strategy->owned(u));
-    return s;
-  }
-
-  // A resume continues the run that wrote the checkpoint exactly only if the
-  // data stream is the same: the seed orders the sequences (and draws the
-  // samples), and the data position counts sequences of seq-len tokens of
-  // the data set. Changing either is legitimate (another seed to step past
-  // a loss spike's batches, a longer context, a new data mixture), so it
-  // is a warning that says what follows from it, not an error.
-  void warn_if_data_stream_changed(const CheckpointMeta& meta) const {
-    const auto saved_seed = meta.config.value("seed", cfg.seed);
-    if (saved_seed != cfg.seed)
-      warn0("resume: --seed is {} here, {} in the checkpoint's run: the data order (and the samples) after step {} "
-            "differ from that run's",
-            cfg.seed, saved_seed, meta.step);
-    const int saved_seq_len = meta.config.value("seq_len", cfg.seq_len);
-    if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader.num_windows()))
-      warn0("resume: the training data are {} sequences of {} tokens here, {} of {} in the checkpoint's run: its "
-            "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones that run "
-            "would have read next",
-            loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
-            saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
-  }
-
-  // Loads the checkpoint chosen by --resume; returns the optimizer steps it
-  // had done and sets optimizer_updates. For auto, what every rank loads is
-  // rank 0's choice (resume_path is only this rank's first look).
-  int restore() {
-    std::optional<CheckpointMeta> meta;
-    Timer t;
-    // HDF5's collective reads block until every rank arrives; each tensor is
-    // progress. The guard also covers after_load's gathers.
-    std::optional<StallGuard> guard;
-    if (cfg.resume == "auto") {
-      guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
-      // A rank whose read failed alone ends the job well before the StallGuard would.
-      const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
-      NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s);
-      for (const NewestCheckpoint::Damaged& d : newest.damaged)
-        warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
-              d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
-      resume_path = newest.path;
-      if (!resume_path.empty()) meta = std::move(newest.meta);
-    } else if (!resume_path.empty()) {
-      guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
-      meta = load_checkpoint(resume_path, base, layout, owned_slices());
-    }
-    if (!meta) {
-      guard.reset();
-      if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
-      if (!cfg.init_from.empty()) {
-        StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
-        const std::string what = import_params(cfg.init_from, base, layout, owned_slices());
-        strategy->after_load();
-        log0("initialised from {}: {}", cfg.init_from, what);
-      }
-      return 0;
-    }
-    strategy->after_load();
-    warn_if_data_stream_changed(*meta);
-    loader.seek(meta->data);
-    optimizer_updates = meta->optimizer_updates;
-    skipped_in_a_row = int(meta->skipped_in_a_row);
-    log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s", resume_path, meta->step,
-         meta->strategy, count_of(meta->world_size, "rank"), meta->mesh,
-         meta->build.empty() ? "" : ", by a build of " + meta->build, t.seconds());
-    return int(meta->step);
-  }
-
-  void join_checkpoint() {
-    if (ckpt_thread.joinable()) ckpt_thread.join();
-    if (ckpt_error) std::rethrow_exception(std::exchange(ckpt_error, nullptr));
-  }
-
-  void checkpoint(int steps_done) {
-    join_checkpoint();
-    trace::Span span(cfg.ckpt_async ? "checkpoint snapshot" : "checkpoint write", "checkpoint");
-    Timer t;
-    CheckpointMeta meta;
-    meta.step = steps_done;
-    meta.optimizer_updates = optimizer_updates;
-    meta.skipped_in_a_row = skipped_in_a_row;
-    meta.data = loader.position();
-    meta.data_sequences = loader.num_windows();
-    meta.seed = cfg.seed;
-    meta.strategy = cfg.strategy;
-    meta.mesh = to_string(mesh.shape());
-    meta.world_size = world;
-    meta.config = cfg.to_json();
-    meta.build = program_build().revision;
-    if (!cfg.ckpt_async) {
-      // HDF5's collective writes block until every rank arrives; each tensor is progress.
-      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));
-      const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
-      log0("checkpoint {} written in {:.2f} s", path, t.seconds());
-      return;
-    }
-    std::vector<UnitSlice> slices = owned_slices();
-    if (ckpt_snapshot.empty()) {
-      for (const UnitSlice& s : slices)
-        for (int g = 0; g < 3; ++g)
-          ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
-      StallGuard guard(cfg.comm_timeout_s, "the background writer's communicator");  // MPI_Comm_dup, blocking
-      MPI_Comm_dup(base, &ckpt_comm);
-    }
-    for (size_t u = 0; u < slices.size(); ++u)
-      for (int g = 0; g < 3; ++g) {
-        float* dst = ckpt_snapshot[3 * u + g].data();
-        std::copy(slices[u].state[g], slices[u].state[g] + (slices[u].end - slices[u].begin), dst);
-        slices[u].state[g] = dst;
-      }
-    log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, t.seconds());
-    ckpt_thread = std::thread([this, slices, meta] {
-      try {
-        trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
-        Timer w;
-        StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {} (background)", meta.step));
-        const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
-        log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
-      } catch (...) {
-        ckpt_error = std::current_exception();
-      }
-    });
-  }
-
-  ~Impl() {
-    if (ckpt_thread.joinable()) ckpt_thread.join();
-    set_watchdog({});  // the check refers to the mesh
-    if (ckpt_comm != MPI_COMM_NULL) MPI_Comm_free(&ckpt_comm);
-  }
-
-  size_t E() const { return layout.embedding_unit(); }
-  size_t F() const { return layout.final_unit(); }
-  size_t B(int l) const { return layout.block_unit(l); }
-
-  // Forward through every unit with the strategy's gathers; the model's
-  // state then holds the last block's output (for eval and sampling).
-  // The batch comes from the preceding model->set_batch().
-  void forward_blocks() {
-    Strategy& S = *strategy;
-    const int L = cfg.gpt.n_layer;
-    S.prefetch(E());
-    S.prefetch(B(0));
-    const void* wte = S.params(E());
+  for (int l = 0; l < L; ++l) {
+    S.prefetch(l + 1 < L ? B(l + 1) : F());
+    const void* p = S.params(B(l));
     {
-      trace::Span t("forward embedding", "compute");
-      model->forward_embedding(wte);
+      trace::Span t("forward h", "compute", l);
+      model->forward_block(l, p);
     }
-    for (int l = 0; l < L; ++l) {
-      S.prefetch(l + 1 < L ? B(l + 1) : F());
-      const void* p = S.params(B(l));
-      {
-        trace::Span t("forward h", "compute", l);
-        model->forward_block(l, p);
-      }
-      S.release(B(l));
-    }
+    S.release(B(l));
   }
+}
 
-  // A step whose loss (meaned over ranks) or gradient norm is NaN or Inf,
-  // the `in_a_row`-th such step since the last applied one: skipped with a
-  // warning while --skip-nonfinite allows, else the end of the run. Either
-  // way it is not applied, so the parameters and any checkpoint stay finite.
-  void skip_or_end(int step, double loss, double norm, int in_a_row) const {
-    const std::string what = !std::isfinite(loss) && !std::isfinite(norm)
-                                 ? fmt::format("loss {} and gradient norm {}", loss, norm)
-                             : !std::isfinite(loss) ? fmt::format("loss {} (gradient norm {:.4g})", loss, norm)
-                                                    : fmt::format("gradient norm {} (loss {:.4f})", norm, loss);
-    if (in_a_row > cfg.skip_nonfinite)
-      throw DivergedError(fmt::format(
-          "training diverged: {} at step {}{}; the step was not applied, so the parameters and checkpoints are "
-          "those of earlier steps. Resume from the last checkpoint with a lower --lr or a warm-up, or let up to N "
-          "such steps in a row be skipped with --skip-nonfinite N",
-          what, step,
-          cfg.skip_nonfinite > 0 ? fmt::format(", {} steps in a row (--skip-nonfinite {})", in_a_row, cfg.skip_nonfinite)
-                                 : ""));
-    if (is_log_rank())
-      spdlog::warn("step {}: {}: update skipped ({} of at most {} in a row, --skip-nonfinite)", step, what, in_a_row,
-                   cfg.skip_nonfinite);
+void Trainer::Impl::skip_or_end(int step, double loss, double norm, int in_a_row) const {
+  const std::string what = !std::isfinite(loss) && !std::isfinite(norm)
+                               ? fmt::format("loss {} and gradient norm {}", loss, norm)
+                           : !std::isfinite(loss) ? fmt::format("loss {} (gradient norm {:.4g})", loss, norm)
+                                                  : fmt::format("gradient norm {} (loss {:.4f})", norm, loss);
+  if (in_a_row > cfg.skip_nonfinite)
+    throw DivergedError(fmt::format(
+        "training diverged: {} at step {}{}; the step was not applied, so the parameters and checkpoints are "
+        "those of earlier steps. Resume from the last checkpoint with a lower --lr or a warm-up, or let up to N "
+        "such steps in a row be skipped with --skip-nonfinite N",
+        what, step,
+        cfg.skip_nonfinite > 0 ? fmt::format(", {} steps in a row (--skip-nonfinite {})", in_a_row, cfg.skip_nonfinite)
+                               : ""));
+  if (is_log_rank())
+    spdlog::warn("step {}: {}: update skipped ({} of at most {} in a row, --skip-nonfinite)", step, what, in_a_row,
+                 cfg.skip_nonfinite);
+}
+
+void Trainer::Impl::micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
+  Strategy& S = *strategy;
+  const int L = cfg.gpt.n_layer;
+  model->set_batch(tok, tgt);
+  forward_blocks();
+  const void* fin = S.params(F());
+  // The tied LM head's backward runs inside forward_head: wte's gradient
+  // buffer must exist now and stays until the embedding's own backward.
+  const void* wte = S.params(E());
+  void* dwte = S.grads(E());
+  {
+    trace::Span t("head and loss", "compute");
+    model->forward_head(fin, wte, dwte, loss_scale);
   }
-
-  // Test hook: GPT_TEST_NAN_GRAD_STEPS=3,4 makes the last rank's gradient NaN
-  // in those optimizer steps (its loss scale is NaN), as an overflow in one
-  // rank's backward would; the gradient reductions carry it to every rank.
-  bool nan_grad_step(int step) const { return rank == world - 1 && std::count(nan_grad_steps.begin(), nan_grad_steps.end(), step) > 0; }
-
-  // One micro-batch: forward, loss, backward (the loss is collected by
-  // model->take_loss()). Gathers (params) and gradient buffers (grads) are
-  // taken before each compute slice, so a trace shows waiting and computing
-  // apart. On a GPU the spans time the enqueueing, not the kernels.
-  void micro_step(const int32_t* tok, const int32_t* tgt, float loss_scale) {
-    Strategy& S = *strategy;
-    const int L = cfg.gpt.n_layer;
-    model->set_batch(tok, tgt);
-    forward_blocks();
-    const void* fin = S.params(F());
-    // The tied LM head's backward runs inside forward_head: wte's gradient
-    // buffer must exist now and stays until the embedding's own backward.
-    const void* wte = S.params(E());
-    void* dwte = S.grads(E());
+  S.prefetch(B(L - 1));
+  void* dfin = S.grads(F());
+  {
+    trace::Span t("backward final", "compute");
+    model->backward_final(fin, dfin);
+  }
+  S.grads_done(F());
+  S.release(F());
+  for (int l = L - 1; l >= 0; --l) {
+    if (l > 0) S.prefetch(B(l - 1));
+    const void* p = S.params(B(l));
+    void* g = S.grads(B(l));
     {
-      trace::Span t("head and loss", "compute");
-      model->forward_head(fin, wte, dwte, loss_scale);
+      trace::Span t("backward h", "compute", l);
+      model->backward_block(l, p, g);
     }
-    S.prefetch(B(L - 1));
-    void* dfin = S.grads(F());
-    {
-      trace::Span t("backward final", "compute");
-      model->backward_final(fin, dfin);
-    }
-    S.grads_done(F());
-    S.release(F());
-    for (int l = L - 1; l >= 0; --l) {
-      if (l > 0) S.prefetch(B(l - 1));
-      const void* p = S.params(B(l));
-      void* g = S.grads(B(l));
-      {
-        trace::Span t("backward h", "compute", l);
-        model->backward_block(l, p, g);
-      }
-      S.grads_done(B(l));
-      S.release(B(l));
-    }
-    {
-      trace::Span t("backward embedding", "compute");
-      model->backward_embedding(S.grads(E()));
-    }
-    S.grads_done(E());
-    S.release(E());
+    S.grads_done(B(l));
+    S.release(B(l));
   }
+  {
+    trace::Span t("backward embedding", "compute");
+    model->backward_embedding(S.grads(E()));
+  }
+  S.grads_done(E());
+  S.release(E());
+}
 
-  double mean_over_ranks(double x, const char* what) {
-    bounded_allreduce(&x, 1, MPI_DOUBLE, MPI_SUM, base, what);
-    return x / world;
-  }
+double Trainer::Impl::mean_over_ranks(double x, const char* what) {
+  bounded_allreduce(&x, 1, MPI_DOUBLE, MPI_SUM, base, what);
+  return x / world;
+}
 
-  // Passes without a backward (validation, HellaSwag, samples) keep the
-  // embedding and final units gathered from their first pass to their last
-  // and release them here: every pass needs both, and a pass holds them
-  // anyway, so this costs no memory and saves gathering wte again per pass
-  // (a third of gpt2-124m's parameters). Blocks are gathered per pass.
-  void release_ends() {
-    strategy->release(F());
-    strategy->release(E());
-  }
+void Trainer::Impl::release_ends() {
+  strategy->release(F());
+  strategy->release(E());
+}
 
-  // This rank's collectives on every communicator since reset_comm_stats():
-  // bytes sent, time on the progress engine, time exposed. The step loop
-  // resets them at the start of each step and reads them at its end, so
-  // evaluations and samples, which come after that read, may reset them too.
-  std::array<Communicator*, 3> comms() { return {&mesh.world(), &mesh.shard_group(), &mesh.replicate_group()}; }
-  void reset_comm_stats() {
-    for (Communicator* c : comms()) c->stats().reset();
-  }
-  CommTotals comm_since_reset() {
-    CommTotals sum;
-    for (Communicator* c : comms()) {
-      c->update_stats();  // NCCL: the collectives (and waits) whose events have completed
-      const CommTotals x = c->stats().totals();
-      sum.bytes += x.bytes;
-      sum.calls += x.calls;
-      sum.time_s += x.time_s;
-      sum.exposed_s += x.exposed_s;
-    }
-    return sum;
-  }
+void Trainer::Impl::reset_comm_stats() {
+  for (Communicator* c : comms()) c->stats().reset();
+}
 
-  double evaluate() {
-    trace::Span t("eval", "eval");
-    Strategy& S = *strategy;
-    model->set_shape(cfg.micro_batch, cfg.seq_len);
-    val_loader->seek({0, 0});
-    reset_comm_stats();
-    double sum = 0;
-    for (int b = 0; b < cfg.val_batches; ++b) {
-      val_loader->micro_batch(0, tokens.data(), targets.data());
-      model->set_batch(tokens.data(), targets.data());
-      forward_blocks();
-      model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
-      sum += model->take_loss();
-      val_loader->advance();
-    }
-    release_ends();
-    last_eval_bytes = comm_since_reset().bytes;
-    return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
+CommTotals Trainer::Impl::comm_since_reset() {
+  CommTotals sum;
+  for (Communicator* c : comms()) {
+    c->update_stats();  // NCCL: the collectives (and waits) whose events have completed
+    const CommTotals x = c->stats().totals();
+    sum.bytes += x.bytes;
+    sum.calls += x.calls;
+    sum.time_s += x.time_s;
+    sum.exposed_s += x.exposed_s;
   }
+  return sum;
+}
 
-  // Every rank reads the whole file (its errors then end every rank alike)
-  // and keeps its own examples.
-  void load_hellaswag() {
-    std::vector<ChoiceExample> all = read_hellaswag(cfg.hellaswag, *tokenizer, cfg.gpt.vocab_size, cfg.hellaswag_examples);
-    hellaswag_total = int64_t(all.size());
-    int64_t truncated = 0;
-    for (size_t e = 0; e < all.size(); ++e) {
-      for (size_t k = 0; k < all[e].endings.size(); ++k) truncated += choice_row(all[e], int(k), cfg.seq_len).truncated;
-      if (int64_t(e) % world == rank) hellaswag.push_back(std::move(all[e]));
-    }
-    for (size_t i = 0; i < hellaswag.size(); ++i) {
-      hellaswag_first.push_back(int32_t(hellaswag_losses.size()));
-      for (size_t k = 0; k < hellaswag[i].endings.size(); ++k) {
-        hellaswag_rows.push_back({int32_t(i), int32_t(k), int32_t(hellaswag_losses.size()),
-                                  choice_row(hellaswag[i], int(k), cfg.seq_len)});
-        hellaswag_losses.emplace_back();
-      }
-    }
-    hellaswag_first.push_back(int32_t(hellaswag_losses.size()));
-    std::stable_sort(hellaswag_rows.begin(), hellaswag_rows.end(),
-                     [](const ChoiceRowRef& a, const ChoiceRowRef& b) { return a.row.len > b.row.len; });
-    hellaswag_passes = (int64_t(hellaswag_rows.size()) + cfg.micro_batch - 1) / cfg.micro_batch;
-    bounded_allreduce(&hellaswag_passes, 1, MPI_INT64_T, MPI_MAX, base, "the HellaSwag passes over ranks");
-    row_loss.resize(size_t(cfg.micro_batch) * cfg.seq_len);
-    log0("hellaswag: {} examples from {}; {} passes of up to {} x {} tokens per rank{}", hellaswag_total, cfg.hellaswag,
-         hellaswag_passes, cfg.micro_batch, cfg.seq_len,
-         truncated ? fmt::format("; {} endings with their context cut to the last {} tokens (--seq-len)", truncated,
-                                 cfg.seq_len)
-                   : "");
-  }
+std::array<int64_t, 6> Trainer::Impl::mem_max() {
+  std::array<int64_t, 6> m = {mem.bytes(MemCategory::kParams),  mem.bytes(MemCategory::kGrads),
+                              mem.bytes(MemCategory::kOptim),   mem.bytes(MemCategory::kActivations),
+                              mem.bytes(MemCategory::kBuffers), mem.peak()};
+  bounded_allreduce(m.data(), int(m.size()), MPI_INT64_T, MPI_MAX, base, "the memory maximum over ranks");
+  return m;
+}
 
-  // HellaSwag accuracy (io/hellaswag.hpp): each rank scores its examples'
-  // endings, B of them per pass, padded to the pass's longest; the counts
-  // are summed over ranks.
-  struct ChoiceScore {
-    double acc = 0, acc_norm = 0;
-  };
-  ChoiceScore evaluate_hellaswag() {
-    trace::Span t("hellaswag", "eval");
-    Strategy& S = *strategy;
-    const int64_t rows = int64_t(hellaswag_rows.size());
-    for (int64_t p = 0; p < hellaswag_passes; ++p) {
-      const int64_t begin = std::min(rows, p * cfg.micro_batch), end = std::min(rows, begin + cfg.micro_batch);
-      // A rank out of rows makes a one-token pass: its gathers are the others'.
-      const int B = std::max(1, int(end - begin));
-      // Lengths rounded up to 32 bound the shapes a GPU sees (one GEMM plan each).
-      const int Tn = begin == end ? 1 : std::min(cfg.seq_len, (hellaswag_rows[size_t(begin)].row.len + 31) / 32 * 32);
-      std::fill(tokens.begin(), tokens.begin() + int64_t(B) * Tn, 0);  // padding: after every row's positions
-      std::fill(targets.begin(), targets.begin() + int64_t(B) * Tn, 0);
-      for (int64_t r = begin; r < end; ++r) {
-        const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
-        fill_choice_row(hellaswag[size_t(x.example)], x.ending, x.row, tokens.data() + (r - begin) * Tn,
-                        targets.data() + (r - begin) * Tn);
-      }
-      model->set_shape(B, Tn);
-      model->set_batch(tokens.data(), targets.data());
-      forward_blocks();
-      model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
-      model->take_loss();
-      model->row_losses(row_loss.data());
-      for (int64_t r = begin; r < end; ++r) {
-        const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
-        hellaswag_losses[size_t(x.score)] =
-            ending_loss(x.row, std::span<const float>(row_loss.data() + (r - begin) * Tn, size_t(x.row.len)));
-      }
-    }
-    release_ends();
-    model->set_shape(cfg.micro_batch, cfg.seq_len);
-    int64_t right[2] = {0, 0};
-    for (size_t i = 0; i < hellaswag.size(); ++i) {
-      const ChoiceVerdict v = judge(hellaswag[i], std::span<const EndingLoss>(hellaswag_losses).subspan(
-                                                      size_t(hellaswag_first[i]),
-                                                      size_t(hellaswag_first[i + 1] - hellaswag_first[i])));
-      right[0] += v.correct;
-      right[1] += v.correct_norm;
-    }
-    bounded_allreduce(right, 2, MPI_INT64_T, MPI_SUM, base, "the HellaSwag counts over ranks");
-    return {double(right[0]) / double(hellaswag_total), double(right[1]) / double(hellaswag_total)};
-  }
-
-  void log_hellaswag(int step, const ChoiceScore& h) const {
-    log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples)", step, h.acc_norm, h.acc, hellaswag_total);
-  }
-
-  // Every rank generates the same tokens (same seed): sharded parameters are
-  // gathered collectively. Only rank 0 prints the result.
-  std::string sample(int step) {
-    trace::Span t("sample", "eval");
-    Timer timer;
-    reset_comm_stats();
-    Strategy& S = *strategy;
-    const int V = cfg.gpt.vocab_size;
-    std::vector<int32_t> ctx = sample_context;
-    std::vector<int> out(sample_context.begin() + 1, sample_context.end());  // the prompt, then what follows
-    std::vector<float> logits(size_t(cfg.gpt.padded_vocab()));
-    std::mt19937_64 rng(cfg.seed + uint64_t(step));
-    // While the context fits in seq_len, the model's key/value cache makes
-    // each token after the first pass one position's work. Past seq_len the
-    // window slides, every position moves, and each token is a whole pass
-    // over the last seq_len tokens (as nanoGPT's generate).
-    bool cached = false;
-    for (int i = 0; i < cfg.sample_tokens; ++i) {
-      const int len = static_cast<int>(std::min<size_t>(ctx.size(), size_t(cfg.seq_len)));
-      if (i == 0 && ctx.size() <= size_t(cfg.seq_len)) cached = model->set_decode(0);
-      if (cached && ctx.size() > size_t(cfg.seq_len)) {
-        model->set_decode(-1);
-        cached = false;
-      }
-      const int first = cached && i > 0 ? len - 1 : 0;  // the pass's positions: [first, len)
-      if (cached && i > 0) model->set_decode(first);
-      model->set_shape(1, len - first);
-      model->set_batch(ctx.data() + ctx.size() - (len - first), nullptr);
-      forward_blocks();
-      model->logits_row(S.params(F()), S.params(E()), len - first - 1, logits.data());
-      const int next = sampler.next(logits.data(), V, rng);
-      ctx.push_back(next);
-      out.push_back(next);
-    }
-    release_ends();
-    model->set_decode(-1);
-    model->set_shape(cfg.micro_batch, cfg.seq_len);
-    last_sample_bytes = comm_since_reset().bytes;
-    last_sample_s = timer.seconds();
-    return tokenizer->decode(out);
-  }
-
-  // A sample, logged and recorded in the metrics ({"type": "sample", ...}),
-  // with what it cost this rank: its time, and the bytes it sent (sharded
-  // strategies gather every block per token).
-  void report_sample(int step, const std::string& text) {
-    log0("sample at step {}:\n{}", step, text);
-    log0("sampled {} tokens at step {} in {:.2f} s ({:.1f} tokens/s), {:.2f} MiB communicated per rank",
-         cfg.sample_tokens, step, last_sample_s, cfg.sample_tokens / std::max(last_sample_s, 1e-9),
-         double(last_sample_bytes) / 1048576.0);
-    metrics.write({{"type", "sample"},
-                   {"step", step},
-                   {"text", text},
-                   {"prompt", cfg.sample_prompt},
-                   {"tokens", cfg.sample_tokens},
-                   {"temperature", std::stod(fmt::format("{}", cfg.sample_temperature))},
-                   {"top_k", cfg.sample_top_k},
-                   {"seconds", last_sample_s},
-                   {"comm_bytes", last_sample_bytes}});
-  }
-
-  // Memory of this rank, max over ranks (a few scalars over base, not counted as training traffic).
-  std::array<int64_t, 6> mem_max() {
-    std::array<int64_t, 6> m = {mem.bytes(MemCategory::kParams), mem.bytes(MemCategory::kGrads),
-                                mem.bytes(MemCategory::kOptim),  mem.bytes(MemCategory::kActivations),
-                                mem.bytes(MemCategory::kBuffers), mem.peak()};
-    bounded_allreduce(m.data(), int(m.size()), MPI_INT64_T, MPI_MAX, base, "the memory maximum over ranks");
-    return m;
-  }
-
-  TrainSummary run() {
-    const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
-    const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
-    const auto m0 = mem_max();
-    nlohmann::json header = {{"type", "run"},
-                             {"config", cfg.to_json()},
-                             {"strategy", cfg.strategy},
-                             {"world_size", world},
-                             {"mesh", to_string(mesh.shape())},
-                             {"comm_backend", cfg.comm},
-                             {"device", backend ? backend->device_name() : "cpu"},
-                             {"precision", param_dtype == DType::kBF16 ? "bf16" : "fp32"},
-                             {"params", layout.model_numel()},
-                             {"params_stored", layout.total_numel()},
-                             {"model_state_bytes", m0[0] + m0[1] + m0[2]},
-                             {"train_tokens", loader.num_tokens()},
-                             {"accum_steps", loader.accum_steps()},
-                             {"threads", num_threads()},
-                             {"gemm_peak_flops", gemm_peak},
-                             {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)},
-                             {"build",
-                              {{"revision", program_build().revision},
-                               {"build_type", program_build().build_type},
-                               {"cuda_architectures", program_build().cuda_architectures}}}};
-    if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
-    if (!comm_note.empty()) header["comm_auto"] = comm_note;
-    if (!attention_note.empty()) header["attention_auto"] = attention_note;
-    metrics.write(header);
-    log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
-         layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
-         cfg.gpt.padded_vocab(), cfg.seq_len);
-    if (!comm_note.empty()) log0("{}", comm_note);
-    log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, count_of(world, "rank"),
-         to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
-    if (backend)
-      log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.4g} TFLOP/s per rank{}",
-           backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
-           param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype, gemm_peak / world / 1e12,
-           cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
-    if (!code_note.empty()) log0("{}", code_note);
-    if (!attention_note.empty()) log0("{}", attention_note);
-    if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
-      log0("attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
-           "other shapes",
-           cfg.micro_batch, cfg.seq_len);
-    else if (backend && param_dtype == DType::kBF16 && !tensor_core_note.empty())
-      warn0("attention: our CUDA-core kernels (on an H100 14-22x slower than the tensor-core ones), as the "
-            "tensor-core ones cannot run {}: {}; cuDNN's (--attention cudnn) may",
-            tensor_core_where, tensor_core_note);
-    else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
-      log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
-    log0("data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "
-         "{:.1f} GFLOP/s{}",
-         loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
-         count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
-    log0("learning rate: {}", sched.describe());
-    if (cfg.warmup > cfg.steps)
-      warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
-            cfg.lr);
-    if (!threads_note.empty()) log0("threads: {}", threads_note);
-    // Asked for, but switched off by another flag (a config file's value and a command line's, say).
-    if (cfg.eval_every > 0 && !val_loader && hellaswag_total == 0)
-      warn0("--eval-every {} without --val-data or --hellaswag: there is no validation", cfg.eval_every);
-    if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
-      warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
-    if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
-      warn0("--recompute {} with --activation-checkpointing: whole blocks are recomputed, so it changes nothing",
-            to_string(cfg.recompute));
-    // Flags of one strategy given to another (strategy auto sets them itself).
-    if (auto_note.empty() && cfg.strategy != "hybrid") {
-      if (!cfg.mesh.empty())
-        warn0("--mesh {} applies to --strategy hybrid: {} uses all {} ranks as one group", cfg.mesh, cfg.strategy,
-              world);
-      if (cfg.hybrid_inner != RunConfig{}.hybrid_inner)
-        warn0("--hybrid-inner {} applies to --strategy hybrid: it changes nothing for {}", cfg.hybrid_inner,
-              cfg.strategy);
-    }
-    if (cfg.strategy != "ddp" && cfg.bucket_mb != RunConfig{}.bucket_mb)
-      warn0("--bucket-mb {} applies to --strategy ddp's gradient all-reduce: it changes nothing for {}", cfg.bucket_mb,
+TrainSummary Trainer::Impl::run() {
+  const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
+  const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
+  const auto m0 = mem_max();
+  nlohmann::json header = {{"type", "run"},
+                           {"config", cfg.to_json()},
+                           {"strategy", cfg.strategy},
+                           {"world_size", world},
+                           {"mesh", to_string(mesh.shape())},
+                           {"comm_backend", cfg.comm},
+                           {"device", backend ? backend->device_name() : "cpu"},
+                           {"precision", param_dtype == DType::kBF16 ? "bf16" : "fp32"},
+                           {"params", layout.model_numel()},
+                           {"params_stored", layout.total_numel()},
+                           {"model_state_bytes", m0[0] + m0[1] + m0[2]},
+                           {"train_tokens", loader.num_tokens()},
+                           {"accum_steps", loader.accum_steps()},
+                           {"threads", num_threads()},
+                           {"gemm_peak_flops", gemm_peak},
+                           {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)},
+                           {"build",
+                            {{"revision", program_build().revision},
+                             {"build_type", program_build().build_type},
+                             {"cuda_architectures", program_build().cuda_architectures}}}};
+  if (!auto_note.empty()) header["strategy_auto"] = auto_note;  // why the planner chose it
+  if (!comm_note.empty()) header["comm_auto"] = comm_note;
+  if (!attention_note.empty()) header["attention_auto"] = attention_note;
+  metrics.write(header);
+  log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
+       layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
+       cfg.gpt.padded_vocab(), cfg.seq_len);
+  if (!comm_note.empty()) log0("{}", comm_note);
+  log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, count_of(world, "rank"),
+       to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
+  if (backend)
+    log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.4g} TFLOP/s per rank{}",
+         backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",
+         param_dtype == DType::kBF16 ? "bf16 (fp32 master weights)" : "fp32", cfg.reduce_dtype,
+         gemm_peak / world / 1e12, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
+  if (!code_note.empty()) log0("{}", code_note);
+  if (!attention_note.empty()) log0("{}", attention_note);
+  if (backend && param_dtype == DType::kBF16 && cfg.attention == "cudnn")
+    log0(
+        "attention: cuDNN's fused attention at B={} T={} (plans built and compiled at start-up), our kernels at "
+        "other shapes",
+        cfg.micro_batch, cfg.seq_len);
+  else if (backend && param_dtype == DType::kBF16 && !tensor_core_note.empty())
+    warn0(
+        "attention: our CUDA-core kernels (on an H100 14-22x slower than the tensor-core ones), as the "
+        "tensor-core ones cannot run {}: {}; cuDNN's (--attention cudnn) may",
+        tensor_core_where, tensor_core_note);
+  else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
+    log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
+  log0(
+      "data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "
+      "{:.1f} GFLOP/s{}",
+      loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
+      count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
+  log0("learning rate: {}", sched.describe());
+  if (cfg.warmup > cfg.steps)
+    warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
+          cfg.lr);
+  if (!threads_note.empty()) log0("threads: {}", threads_note);
+  // Asked for, but switched off by another flag (a config file's value and a command line's, say).
+  if (cfg.eval_every > 0 && !val_loader && hellaswag_total == 0)
+    warn0("--eval-every {} without --val-data or --hellaswag: there is no validation", cfg.eval_every);
+  if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
+    warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
+  if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
+    warn0("--recompute {} with --activation-checkpointing: whole blocks are recomputed, so it changes nothing",
+          to_string(cfg.recompute));
+  // Flags of one strategy given to another (strategy auto sets them itself).
+  if (auto_note.empty() && cfg.strategy != "hybrid") {
+    if (!cfg.mesh.empty())
+      warn0("--mesh {} applies to --strategy hybrid: {} uses all {} ranks as one group", cfg.mesh, cfg.strategy, world);
+    if (cfg.hybrid_inner != RunConfig{}.hybrid_inner)
+      warn0("--hybrid-inner {} applies to --strategy hybrid: it changes nothing for {}", cfg.hybrid_inner,
             cfg.strategy);
-    if (val_loader) {
-      // The validation reads the same sequences at every evaluation; more
-      // than the data hold wrap around and count some twice.
-      const int64_t read = int64_t(cfg.val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
-      log0("validation: {} batches of {} x {} = {} sequences; the validation data hold {}", cfg.val_batches,
-           cfg.micro_batch, count_of(world, "rank"), read, held);
-      if (read > held)
-        warn0("validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "
-              "than once in the validation loss; --val-batches {} reads each at most once",
-              cfg.val_batches, read, held, held / (int64_t(cfg.micro_batch) * world));
-    }
-    // A directory that cannot hold checkpoints fails now, not at the first checkpoint.
-    if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);
-    if (!cfg.trace.empty()) {
-      check_trace_path(cfg.trace, base);  // a bad path fails now, not after training
-      bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
-      trace::start();
-      if (backend && (trace_marks = backend->make_trace_marks())) trace::set_device_marks(trace_marks.get());
-    }
-    const int start_step = restore();
-    if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
-    if (hellaswag_total > 0) log_hellaswag(start_step, evaluate_hellaswag());
-    if (start_step >= cfg.steps) {
-      // A checkpoint evaluated, not trained: its validation loss above, its sample below.
-      log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
-           cfg.steps);
-      if (cfg.sample_tokens > 0) report_sample(start_step, sample(start_step));
-    }
-
-    TrainSummary sum;
-    sum.losses.reserve(std::max(cfg.steps - start_step, 0));  // no allocation in the loop
-    sum.grad_norms.reserve(std::max(cfg.steps - start_step, 0));
-    const float loss_scale = 1.f / float(tokens_per_step);
-    double steady_time = 0, steady_comm = 0, steady_exposed = 0;
-    int steady_steps = 0;
-    int64_t comm_bytes = 0, comm_calls = 0;
-    Timer run_timer;
-    for (int step = start_step; step < cfg.steps; ++step) {
-      std::optional<trace::Span> step_span(std::in_place, "step", "step", step + 1);
-      Timer t;
-      reset_comm_stats();
-      double loss = 0;
-      for (int m = 0; m < loader.accum_steps(); ++m) {
-        strategy->begin_micro_batch(m + 1 == loader.accum_steps());
-        {
-          trace::Span d("data", "data");
-          loader.micro_batch(m, tokens.data(), targets.data());
-        }
-        micro_step(tokens.data(), targets.data(),
-                   nan_grad_step(step + 1) ? std::numeric_limits<float>::quiet_NaN() : loss_scale);
-      }
-      {
-        trace::Span g("gradient sync", "comm");
-        strategy->finish_gradient_sync();
-      }
-      double norm;
-      {
-        trace::Span g("grad norm", "optimizer");
-        norm = strategy->grad_norm();
-      }
-      // Read now, while the device has just finished the backward pass for
-      // the norm: read after the optimizer step, it would make the host wait
-      // for the step too, and the device would then idle through the
-      // metrics and the next micro-batch's host work. So those overlap the
-      // optimizer's kernels instead.
-      const double local_loss = model->take_loss();
-      const float lr = sched.at(step);
-      // The logged loss is the mean over the whole global batch: every rank's
-      // micro-batches hold the same number of tokens. The same all-reduce
-      // counts the ranks that have received a stop signal
-      // (core/stop_signal.hpp), so that all of them stop after the same step.
-      // It comes before the update: a step whose loss or gradient norm is not
-      // finite is never applied, and every rank decides that alike from
-      // these two global values.
-      double loss_and_stops[2] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0};
-      bounded_allreduce(loss_and_stops, 2, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
-      loss = loss_and_stops[0] / world;
-      const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
-      if (skipped) {
-        skip_or_end(step + 1, loss, norm, ++skipped_in_a_row);  // throws past --skip-nonfinite
-        strategy->discard_gradients();
-        ++sum.skipped_steps;
-      } else {
-        skipped_in_a_row = 0;
-        trace::Span o("optimizer step", "optimizer");
-        strategy->step(cfg.adam, {lr, ++optimizer_updates, clip_scale(norm, cfg.clip)});
-      }
-      loader.advance();
-      const bool last = step + 1 == cfg.steps;
-      const bool stopping = loss_and_stops[1] > 0 && !last;
-      const double dt = t.seconds();
-      step_span.reset();
-      const CommTotals comm = comm_since_reset();
-      comm_bytes = comm.bytes;
-      comm_calls = comm.calls;
-      if (step >= start_step + kWarmupSteps || cfg.steps - start_step <= kWarmupSteps) {
-        steady_time += dt;
-        steady_comm += comm.time_s;
-        steady_exposed += comm.exposed_s;
-        ++steady_steps;
-      }
-      const double tps = tokens_per_step / dt;
-      const double mfu = gemm_peak > 0 ? flops_per_step / dt / gemm_peak : 0.0;  // 0: peak unknown
-      sum.losses.push_back(loss);
-      sum.grad_norms.push_back(norm);
-      const auto mm = mem_max();
-      StepRecord rec;
-      rec.step = step + 1;
-      rec.loss = loss;
-      rec.lr = lr;
-      rec.grad_norm = norm;
-      rec.tokens_per_s = tps;
-      rec.mfu = mfu;
-      rec.step_time_s = dt;
-      rec.mem_params = mm[0];
-      rec.mem_grads = mm[1];
-      rec.mem_optim = mm[2];
-      rec.mem_activations = mm[3];
-      rec.mem_buffers = mm[4];
-      rec.mem_peak = mm[5];
-      rec.comm_bytes = comm.bytes;
-      rec.comm_calls = comm.calls;
-      rec.comm_time_s = comm.time_s;
-      rec.comm_exposed_s = comm.exposed_s;
-      rec.skipped = skipped;
-      const bool eval_now = (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last;
-      if (val_loader && eval_now) {
-        const double vl = evaluate();
-        rec.val_loss = vl;
-        sum.final_val_loss = vl;
-        log0("step {}: val loss {:.4f}", step + 1, vl);
-      }
-      if (hellaswag_total > 0 && eval_now) {
-        const ChoiceScore h = evaluate_hellaswag();
-        rec.hellaswag_acc = h.acc;
-        rec.hellaswag_acc_norm = h.acc_norm;
-        rec.hellaswag_examples = hellaswag_total;
-        sum.final_hellaswag_acc = h.acc;
-        sum.final_hellaswag_acc_norm = h.acc_norm;
-        log_hellaswag(step + 1, h);
-      }
-      metrics.write(rec);
-      if ((step + 1) % cfg.log_every == 0 || last) {
-        const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);
-        log0("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | "
-             "comm {:.1f} MiB | eta {}",
-             step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0,
-             format_eta(eta));
-      }
-      if (stopping) {  // once per run
-        int sig = stop_signal();
-        bounded_allreduce(&sig, 1, MPI_INT, MPI_MAX, base, "the stop signal over ranks");
-        sum.stop_signal = signal_name(sig);
-        log0("stopping after step {} of {}: {} on {} of {} ranks; {}", step + 1, cfg.steps, sum.stop_signal,
-             int(loss_and_stops[1]), world,
-             cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"
-                                  : fmt::format("the checkpoint of step {} follows", step + 1));
-      }
-      if (!cfg.ckpt_dir.empty() &&
-          ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stopping))
-        checkpoint(step + 1);
-      if (stopping) break;  // no sample: the time before the scheduler's limit is short
-      if (cfg.sample_tokens > 0 && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
-        report_sample(step + 1, sample(step + 1));
-      }
-    }
-    strategy->settle();  // the last step's parameter all-gathers (zero1, zero2)
-    join_checkpoint();  // the run is not done until its last checkpoint is published
-    sum.steps_done = start_step + int(sum.losses.size());
-    if (!cfg.trace.empty()) {
-      for (Communicator* c : comms()) c->update_stats(/*finish=*/true);  // NCCL: the last collectives' slices
-      if (trace_marks) trace_marks->finish();
-      trace::set_device_marks(nullptr);
-      trace::stop();
-      StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
-      write_trace(cfg.trace, base);
-      log0("trace written to {} (open in ui.perfetto.dev)", cfg.trace);
-    }
-    const auto mm = mem_max();
-    sum.model_state_bytes = mm[0] + mm[1] + mm[2];
-    sum.activation_bytes = mm[3];
-    sum.buffer_bytes = mm[4];
-    sum.strategy = cfg.strategy;
-    sum.mesh = to_string(mesh.shape());
-    sum.hybrid_inner = cfg.hybrid_inner;
-    sum.peak_bytes = mm[5];
-    sum.comm_bytes_per_step = comm_bytes;
-    sum.comm_calls_per_step = comm_calls;
-    sum.sample_comm_bytes = last_sample_bytes;
-    sum.eval_comm_bytes = last_eval_bytes;
-    if (steady_steps > 0) {
-      sum.step_time_s = steady_time / steady_steps;
-      sum.tokens_per_s = tokens_per_step / sum.step_time_s;
-      sum.mfu = gemm_peak > 0 ? flops_per_step / sum.step_time_s / gemm_peak : 0.0;
-      sum.comm_s_per_step = steady_comm / steady_steps;
-      sum.exposed_s_per_step = steady_exposed / steady_steps;
-    }
-    // Waiting includes the progress thread's wake-up, so exposed time can
-    // slightly exceed the collectives' own time when nothing is hidden: clamp.
-    const double overlap =
-        sum.comm_s_per_step > 0 ? std::clamp(1 - sum.exposed_s_per_step / sum.comm_s_per_step, 0.0, 1.0) : 0;
-    metrics.write({{"type", "summary"},
-                   {"strategy", cfg.strategy},
-                   {"mesh", to_string(mesh.shape())},
-                   {"world_size", world},
-                   {"steps", cfg.steps},
-                   {"steps_done", sum.steps_done},
-                   {"stop_signal", sum.stop_signal.empty() ? nlohmann::json() : nlohmann::json(sum.stop_signal)},
-                   {"skipped_steps", sum.skipped_steps},
-                   {"warmup_steps_excluded", kWarmupSteps},
-                   {"tokens_per_s", sum.tokens_per_s},
-                   {"tokens_per_s_per_rank", sum.tokens_per_s / world},
-                   {"mfu", sum.mfu},
-                   {"step_time_s", sum.step_time_s},
-                   {"model_state_bytes", sum.model_state_bytes},
-                   {"peak_bytes", sum.peak_bytes},
-                   {"comm_bytes_per_step", sum.comm_bytes_per_step},
-                   {"comm_calls_per_step", sum.comm_calls_per_step},
-                   {"comm_time_s", sum.comm_s_per_step},
-                   {"exposed_comm_s", sum.exposed_s_per_step},
-                   {"overlap", overlap},
-                   {"final_loss", sum.losses.empty() ? -1.0 : sum.losses.back()},  // -1: no step trained
-                   {"final_val_loss", sum.final_val_loss},
-                   {"final_hellaswag_acc", sum.final_hellaswag_acc},
-                   {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
-    log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy,
-         to_string(mesh.shape()), kWarmupSteps);
-    log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
-         sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0,
-         sum.model_state_bytes / 1048576.0);
-    log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}%{}{}{}",
-         sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
-         sum.losses.empty() ? " | no step trained" : fmt::format(" | final loss {:.4f}", sum.losses.back()),
-         sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "",
-         sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
-                                           : "");
-    return sum;
   }
-};
+  if (cfg.strategy != "ddp" && cfg.bucket_mb != RunConfig{}.bucket_mb)
+    warn0("--bucket-mb {} applies to --strategy ddp's gradient all-reduce: it changes nothing for {}", cfg.bucket_mb,
+          cfg.strategy);
+  if (val_loader) {
+    // The validation reads the same sequences at every evaluation; more
+    // than the data hold wrap around and count some twice.
+    const int64_t read = int64_t(cfg.val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
+    log0("validation: {} batches of {} x {} = {} sequences; the validation data hold {}", cfg.val_batches,
+         cfg.micro_batch, count_of(world, "rank"), read, held);
+    if (read > held)
+      warn0(
+          "validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "
+          "than once in the validation loss; --val-batches {} reads each at most once",
+          cfg.val_batches, read, held, held / (int64_t(cfg.micro_batch) * world));
+  }
+  // A directory that cannot hold checkpoints fails now, not at the first checkpoint.
+  if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);
+  if (!cfg.trace.empty()) {
+    check_trace_path(cfg.trace, base);                   // a bad path fails now, not after training
+    bounded_barrier(base, "the trace's clock barrier");  // every rank's clock starts together
+    trace::start();
+    if (backend && (trace_marks = backend->make_trace_marks())) trace::set_device_marks(trace_marks.get());
+  }
+  const int start_step = restore();
+  if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
+  if (hellaswag_total > 0) log_hellaswag(start_step, evaluate_hellaswag());
+  if (start_step >= cfg.steps) {
+    // A checkpoint evaluated, not trained: its validation loss above, its sample below.
+    log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
+         cfg.steps);
+    if (cfg.sample_tokens > 0) report_sample(start_step, sample(start_step));
+  }
+
+  TrainSummary sum;
+  sum.losses.reserve(std::max(cfg.steps - start_step, 0));  // no allocation in the loop
+  sum.grad_norms.reserve(std::max(cfg.steps - start_step, 0));
+  const float loss_scale = 1.f / float(tokens_per_step);
+  double steady_time = 0, steady_comm = 0, steady_exposed = 0;
+  int steady_steps = 0;
+  int64_t comm_bytes = 0, comm_calls = 0;
+  Timer run_timer;
+  for (int step = start_step; step < cfg.steps; ++step) {
+    std::optional<trace::Span> step_span(std::in_place, "step", "step", step + 1);
+    Timer t;
+    reset_comm_stats();
+    double loss = 0;
+    for (int m = 0; m < loader.accum_steps(); ++m) {
+      strategy->begin_micro_batch(m + 1 == loader.accum_steps());
+      {
+        trace::Span d("data", "data");
+        loader.micro_batch(m, tokens.data(), targets.data());
+      }
+      micro_step(tokens.data(), targets.data(),
+                 nan_grad_step(step + 1) ? std::numeric_limits<float>::quiet_NaN() : loss_scale);
+    }
+    {
+      trace::Span g("gradient sync", "comm");
+      strategy->finish_gradient_sync();
+    }
+    double norm;
+    {
+      trace::Span g("grad norm", "optimizer");
+      norm = strategy->grad_norm();
+    }
+    // Read now, while the device has just finished the backward pass for
+    // the norm: read after the optimizer step, it would make the host wait
+    // for the step too, and the device would then idle through the
+    // metrics and the next micro-batch's host work. So those overlap the
+    // optimizer's kernels instead.
+    const double local_loss = model->take_loss();
+    const float lr = sched.at(step);
+    // The logged loss is the mean over the whole global batch: every rank's
+    // micro-batches hold the same number of tokens. The same all-reduce
+    // counts the ranks that have received a stop signal
+    // (core/stop_signal.hpp), so that all of them stop after the same step.
+    // It comes before the update: a step whose loss or gradient norm is not
+    // finite is never applied, and every rank decides that alike from
+    // these two global values.
+    double loss_and_stops[2] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0};
+    bounded_allreduce(loss_and_stops, 2, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
+    loss = loss_and_stops[0] / world;
+    const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
+    if (skipped) {
+      skip_or_end(step + 1, loss, norm, ++skipped_in_a_row);  // throws past --skip-nonfinite
+      strategy->discard_gradients();
+      ++sum.skipped_steps;
+    } else {
+      skipped_in_a_row = 0;
+      trace::Span o("optimizer step", "optimizer");
+      strategy->step(cfg.adam, {lr, ++optimizer_updates, clip_scale(norm, cfg.clip)});
+    }
+    loader.advance();
+    const bool last = step + 1 == cfg.steps;
+    const bool stopping = loss_and_stops[1] > 0 && !last;
+    const double dt = t.seconds();
+    step_span.reset();
+    const CommTotals comm = comm_since_reset();
+    comm_bytes = comm.bytes;
+    comm_calls = comm.calls;
+    if (step >= start_step + kWarmupSteps || cfg.steps - start_step <= kWarmupSteps) {
+      steady_time += dt;
+      steady_comm += comm.time_s;
+      steady_exposed += comm.exposed_s;
+      ++steady_steps;
+    }
+    const double tps = tokens_per_step / dt;
+    const double mfu = gemm_peak > 0 ? flops_per_step / dt / gemm_peak : 0.0;  // 0: peak unknown
+    sum.losses.push_back(loss);
+    sum.grad_norms.push_back(norm);
+    const auto mm = mem_max();
+    StepRecord rec;
+    rec.step = step + 1;
+    rec.loss = loss;
+    rec.lr = lr;
+    rec.grad_norm = norm;
+    rec.tokens_per_s = tps;
+    rec.mfu = mfu;
+    rec.step_time_s = dt;
+    rec.mem_params = mm[0];
+    rec.mem_grads = mm[1];
+    rec.mem_optim = mm[2];
+    rec.mem_activations = mm[3];
+    rec.mem_buffers = mm[4];
+    rec.mem_peak = mm[5];
+    rec.comm_bytes = comm.bytes;
+    rec.comm_calls = comm.calls;
+    rec.comm_time_s = comm.time_s;
+    rec.comm_exposed_s = comm.exposed_s;
+    rec.skipped = skipped;
+    const bool eval_now = (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last;
+    if (val_loader && eval_now) {
+      const double vl = evaluate();
+      rec.val_loss = vl;
+      sum.final_val_loss = vl;
+      log0("step {}: val loss {:.4f}", step + 1, vl);
+    }
+    if (hellaswag_total > 0 && eval_now) {
+      const ChoiceScore h = evaluate_hellaswag();
+      rec.hellaswag_acc = h.acc;
+      rec.hellaswag_acc_norm = h.acc_norm;
+      rec.hellaswag_examples = hellaswag_total;
+      sum.final_hellaswag_acc = h.acc;
+      sum.final_hellaswag_acc_norm = h.acc_norm;
+      log_hellaswag(step + 1, h);
+    }
+    metrics.write(rec);
+    if ((step + 1) % cfg.log_every == 0 || last) {
+      const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);
+      log0(
+          "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | "
+          "comm {:.1f} MiB | eta {}",
+          step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0, format_eta(eta));
+    }
+    if (stopping) {  // once per run
+      int sig = stop_signal();
+      bounded_allreduce(&sig, 1, MPI_INT, MPI_MAX, base, "the stop signal over ranks");
+      sum.stop_signal = signal_name(sig);
+      log0("stopping after step {} of {}: {} on {} of {} ranks; {}", step + 1, cfg.steps, sum.stop_signal,
+           int(loss_and_stops[1]), world,
+           cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"
+                                : fmt::format("the checkpoint of step {} follows", step + 1));
+    }
+    if (!cfg.ckpt_dir.empty() && ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stopping))
+      checkpoint(step + 1);
+    if (stopping) break;  // no sample: the time before the scheduler's limit is short
+    if (cfg.sample_tokens > 0 && ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)) {
+      report_sample(step + 1, sample(step + 1));
+    }
+  }
+  strategy->settle();  // the last step's parameter all-gathers (zero1, zero2)
+  join_checkpoint();   // the run is not done until its last checkpoint is published
+  sum.steps_done = start_step + int(sum.losses.size());
+  if (!cfg.trace.empty()) {
+    for (Communicator* c : comms()) c->update_stats(/*finish=*/true);  // NCCL: the last collectives' slices
+    if (trace_marks) trace_marks->finish();
+    trace::set_device_marks(nullptr);
+    trace::stop();
+    StallGuard guard(cfg.comm_timeout_s, "the trace's gather to rank 0");  // MPI_Gatherv, blocking
+    write_trace(cfg.trace, base);
+    log0("trace written to {} (open in ui.perfetto.dev)", cfg.trace);
+  }
+  const auto mm = mem_max();
+  sum.model_state_bytes = mm[0] + mm[1] + mm[2];
+  sum.activation_bytes = mm[3];
+  sum.buffer_bytes = mm[4];
+  sum.strategy = cfg.strategy;
+  sum.mesh = to_string(mesh.shape());
+  sum.hybrid_inner = cfg.hybrid_inner;
+  sum.peak_bytes = mm[5];
+  sum.comm_bytes_per_step = comm_bytes;
+  sum.comm_calls_per_step = comm_calls;
+  sum.sample_comm_bytes = last_sample_bytes;
+  sum.eval_comm_bytes = last_eval_bytes;
+  if (steady_steps > 0) {
+    sum.step_time_s = steady_time / steady_steps;
+    sum.tokens_per_s = tokens_per_step / sum.step_time_s;
+    sum.mfu = gemm_peak > 0 ? flops_per_step / sum.step_time_s / gemm_peak : 0.0;
+    sum.comm_s_per_step = steady_comm / steady_steps;
+    sum.exposed_s_per_step = steady_exposed / steady_steps;
+  }
+  // Waiting includes the progress thread's wake-up, so exposed time can
+  // slightly exceed the collectives' own time when nothing is hidden: clamp.
+  const double overlap =
+      sum.comm_s_per_step > 0 ? std::clamp(1 - sum.exposed_s_per_step / sum.comm_s_per_step, 0.0, 1.0) : 0;
+  metrics.write({{"type", "summary"},
+                 {"strategy", cfg.strategy},
+                 {"mesh", to_string(mesh.shape())},
+                 {"world_size", world},
+                 {"steps", cfg.steps},
+                 {"steps_done", sum.steps_done},
+                 {"stop_signal", sum.stop_signal.empty() ? nlohmann::json() : nlohmann::json(sum.stop_signal)},
+                 {"skipped_steps", sum.skipped_steps},
+                 {"warmup_steps_excluded", kWarmupSteps},
+                 {"tokens_per_s", sum.tokens_per_s},
+                 {"tokens_per_s_per_rank", sum.tokens_per_s / world},
+                 {"mfu", sum.mfu},
+                 {"step_time_s", sum.step_time_s},
+                 {"model_state_bytes", sum.model_state_bytes},
+                 {"peak_bytes", sum.peak_bytes},
+                 {"comm_bytes_per_step", sum.comm_bytes_per_step},
+                 {"comm_calls_per_step", sum.comm_calls_per_step},
+                 {"comm_time_s", sum.comm_s_per_step},
+                 {"exposed_comm_s", sum.exposed_s_per_step},
+                 {"overlap", overlap},
+                 {"final_loss", sum.losses.empty() ? -1.0 : sum.losses.back()},  // -1: no step trained
+                 {"final_val_loss", sum.final_val_loss},
+                 {"final_hellaswag_acc", sum.final_hellaswag_acc},
+                 {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
+  log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy,
+       to_string(mesh.shape()), kWarmupSteps);
+  log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
+       sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0, sum.model_state_bytes / 1048576.0);
+  log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}%{}{}{}",
+       sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
+       sum.losses.empty() ? " | no step trained" : fmt::format(" | final loss {:.4f}", sum.losses.back()),
+       sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "",
+       sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
+                                         : "");
+  return sum;
+}
 
 Trainer::Trainer(const RunConfig& cfg, const MpiEnv& env) : Trainer(cfg, env.world()) {}
 

@@ -1,0 +1,151 @@
+// Trainer::Impl's resume (--resume, --init-from) and checkpoints (--ckpt-dir,
+// --ckpt-async): what a checkpoint holds besides the owned state, and the
+// background writer.
+#include <algorithm>
+#include <optional>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/plural.hpp"
+#include "core/stall_guard.hpp"
+#include "core/timer.hpp"
+#include "io/model_import.hpp"
+#include "strategies/trainer_impl.hpp"
+
+namespace gpt {
+
+std::string Trainer::Impl::resolve_resume(const RunConfig& c) {
+  if (c.resume.empty()) return "";
+  if (c.resume == "auto") return latest_checkpoint(c.ckpt_dir);  // "" when there is none yet
+  // Every rank sees the same path: one line, from rank 0.
+  if (const std::string why = not_a_checkpoint(c.resume); !why.empty())
+    throw ConfigError(fmt::format("invalid resume = '{}': {}{}", c.resume, why,
+                                  c.ckpt_dir.empty() && why.find("directory of checkpoints") != std::string::npos
+                                      ? fmt::format(" (or --ckpt-dir {} --resume auto)", c.resume)
+                                      : ""));
+  return c.resume;
+}
+
+std::vector<UnitSlice> Trainer::Impl::owned_slices() {
+  std::vector<UnitSlice> s;
+  for (size_t u = 0; u < layout.num_units(); ++u) s.push_back(strategy->owned(u));
+  return s;
+}
+
+void Trainer::Impl::warn_if_data_stream_changed(const CheckpointMeta& meta) const {
+  const auto saved_seed = meta.config.value("seed", cfg.seed);
+  if (saved_seed != cfg.seed)
+    warn0(
+        "resume: --seed is {} here, {} in the checkpoint's run: the data order (and the samples) after step {} "
+        "differ from that run's",
+        cfg.seed, saved_seed, meta.step);
+  const int saved_seq_len = meta.config.value("seq_len", cfg.seq_len);
+  if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader.num_windows()))
+    warn0(
+        "resume: the training data are {} sequences of {} tokens here, {} of {} in the checkpoint's run: its "
+        "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones that run "
+        "would have read next",
+        loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
+        saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
+}
+
+int Trainer::Impl::restore() {
+  std::optional<CheckpointMeta> meta;
+  Timer t;
+  // HDF5's collective reads block until every rank arrives; each tensor is
+  // progress. The guard also covers after_load's gathers.
+  std::optional<StallGuard> guard;
+  if (cfg.resume == "auto") {
+    guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
+    // A rank whose read failed alone ends the job well before the StallGuard would.
+    const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
+    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s);
+    for (const NewestCheckpoint::Damaged& d : newest.damaged)
+      warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
+            d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
+    resume_path = newest.path;
+    if (!resume_path.empty()) meta = std::move(newest.meta);
+  } else if (!resume_path.empty()) {
+    guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
+    meta = load_checkpoint(resume_path, base, layout, owned_slices());
+  }
+  if (!meta) {
+    guard.reset();
+    if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
+    if (!cfg.init_from.empty()) {
+      StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
+      const std::string what = import_params(cfg.init_from, base, layout, owned_slices());
+      strategy->after_load();
+      log0("initialised from {}: {}", cfg.init_from, what);
+    }
+    return 0;
+  }
+  strategy->after_load();
+  warn_if_data_stream_changed(*meta);
+  loader.seek(meta->data);
+  optimizer_updates = meta->optimizer_updates;
+  skipped_in_a_row = int(meta->skipped_in_a_row);
+  log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s", resume_path, meta->step, meta->strategy,
+       count_of(meta->world_size, "rank"), meta->mesh, meta->build.empty() ? "" : ", by a build of " + meta->build,
+       t.seconds());
+  return int(meta->step);
+}
+
+void Trainer::Impl::join_checkpoint() {
+  if (ckpt_thread.joinable()) ckpt_thread.join();
+  if (ckpt_error) std::rethrow_exception(std::exchange(ckpt_error, nullptr));
+}
+
+void Trainer::Impl::checkpoint(int steps_done) {
+  join_checkpoint();
+  trace::Span span(cfg.ckpt_async ? "checkpoint snapshot" : "checkpoint write", "checkpoint");
+  Timer t;
+  CheckpointMeta meta;
+  meta.step = steps_done;
+  meta.optimizer_updates = optimizer_updates;
+  meta.skipped_in_a_row = skipped_in_a_row;
+  meta.data = loader.position();
+  meta.data_sequences = loader.num_windows();
+  meta.seed = cfg.seed;
+  meta.strategy = cfg.strategy;
+  meta.mesh = to_string(mesh.shape());
+  meta.world_size = world;
+  meta.config = cfg.to_json();
+  meta.build = program_build().revision;
+  if (!cfg.ckpt_async) {
+    // HDF5's collective writes block until every rank arrives; each tensor is progress.
+    StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));
+    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
+    log0("checkpoint {} written in {:.2f} s", path, t.seconds());
+    return;
+  }
+  std::vector<UnitSlice> slices = owned_slices();
+  if (ckpt_snapshot.empty()) {
+    for (const UnitSlice& s : slices)
+      for (int g = 0; g < 3; ++g)
+        ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
+    StallGuard guard(cfg.comm_timeout_s, "the background writer's communicator");  // MPI_Comm_dup, blocking
+    MPI_Comm_dup(base, &ckpt_comm);
+  }
+  for (size_t u = 0; u < slices.size(); ++u)
+    for (int g = 0; g < 3; ++g) {
+      float* dst = ckpt_snapshot[3 * u + g].data();
+      std::copy(slices[u].state[g], slices[u].state[g] + (slices[u].end - slices[u].begin), dst);
+      slices[u].state[g] = dst;
+    }
+  log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, t.seconds());
+  ckpt_thread = std::thread([this, slices, meta] {
+    try {
+      trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
+      Timer w;
+      StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {} (background)", meta.step));
+      const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
+      log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
+    } catch (...) {
+      ckpt_error = std::current_exception();
+    }
+  });
+}
+
+}  // namespace gpt
