@@ -1,7 +1,7 @@
 // Sizing of the GPU attention backward's scratch: its row terms delta and
 // the stored score gradients.
 //
-// The tensor-core backward (model/cuda/attention_tc_kernels.cuh) can keep
+// The tensor-core backward (model/cuda/attention_tc_backward.cuh) can keep
 // the score gradients dS = P (dP - delta) that its dK/dV kernel computes,
 // in bf16, and take dQ = dS K from them: one matrix product instead of
 // recomputing S = Q K^T and dP = dO V^T (three products and the

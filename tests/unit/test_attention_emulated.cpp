@@ -166,7 +166,7 @@ void check(const Case& k) {
                           kScratchThreads, {B, Tn, C, NH});
 
   // The tensor-core kernels' padded tiles make every ldmatrix conflict-free
-  // (attention_tc_kernels.cuh, kLd): one wavefront per 8 x 8 matrix; and
+  // (attention_tc_tiles.cuh, kLd): one wavefront per 8 x 8 matrix; and
   // the order the tile loads give rows to lanes (segment_chunk) makes every
   // cp.async store conflict-free: one wavefront per quarter warp.
   auto expect_no_bank_conflicts = [&](const char* pass) {

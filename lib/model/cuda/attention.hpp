@@ -40,7 +40,7 @@ struct AttentionShape {
 };
 
 // kTensorCoreWide: the tensor-core kernels with the forward on 128-query
-// tiles (attention_tc_kernels.cuh forward_wide_kernel; head sizes 32 and
+// tiles (attention_tc_forward.cuh forward_wide_kernel; head sizes 32 and
 // 64 only), for measuring it against the 64-query one that kAuto and kTensorCore
 // take.
 enum class AttentionKernel { kAuto, kSimt, kTensorCore, kTensorCoreWide };
