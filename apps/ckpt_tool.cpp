@@ -7,15 +7,18 @@
 //   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
 //   ckpt_tool export --format hf DIR OUTDIR      Hugging Face model directory (model.safetensors, config.json)
 //   ckpt_tool import IN.bin OUT.h5          llm.c model file -> HDF5 export format (gpt_train --init-from takes either)
-#include <CLI/CLI.hpp>
+//   ckpt_tool compare A B [--tolerance X]   the two states tensor by tensor (any strategies, world sizes): exit 0
+//                                           when every tensor's relative difference is within X (0: bit for bit)
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
-#include "command_line.hpp"
 #include "comm/mpi_env.hpp"
+#include "command_line.hpp"
 #include "core/plural.hpp"
 #include "io/checkpoint_tools.hpp"
 #include "io/model_import.hpp"
@@ -34,7 +37,9 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "completeness, shapes and checksums");
   verify->add_option("dir", dir, "checkpoint directory")->required()->type_name("DIR");
   auto* exp = app.add_subcommand("export", "consolidated HDF5, llm.c model file or Hugging Face model directory");
-  exp->add_option("--format", format, "hdf5 | llmc | hf")->capture_default_str()->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
+  exp->add_option("--format", format, "hdf5 | llmc | hf")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"hdf5", "llmc", "hf"}));
   exp->add_option("dir", dir, "checkpoint directory")->required()->type_name("DIR");
   exp->add_option("out", out, "output file (hf: output directory)")->required()->type_name("PATH");
   std::string vocab, merges;
@@ -46,6 +51,18 @@ int main(int argc, char** argv) {
   auto* imp = app.add_subcommand("import", "llm.c .bin to the HDF5 export format");
   imp->add_option("in", in, "llm.c model file")->required()->type_name("FILE");
   imp->add_option("out", out, "output HDF5 file")->required()->type_name("FILE");
+  std::string other, json_out;
+  double tolerance = 0;
+  bool all = false;
+  auto* cmp = app.add_subcommand("compare", "two checkpoints' states, tensor by tensor (exit 1 when they differ)");
+  cmp->add_option("a", dir, "checkpoint directory")->required()->type_name("DIR");
+  cmp->add_option("b", other, "checkpoint directory")->required()->type_name("DIR");
+  cmp->add_option("--tolerance", tolerance,
+                  "largest relative difference ||a - b|| / ||a|| a tensor may have (0: bit for bit)")
+      ->capture_default_str()
+      ->check(gpt::kNonNegativeReal);
+  cmp->add_flag("--all", all, "list every tensor, not only those above the tolerance");
+  cmp->add_option("--json", json_out, "also write the comparison as JSON to this file")->type_name("FILE");
   if (const int rc = gpt::parse_command_line(app, argc, argv); rc >= 0) return rc;  // --help, --version: no MPI
   gpt::MpiEnv env(&argc, &argv);  // the HDF5 library is the MPI build; serial use still wants MPI up
   try {
@@ -84,11 +101,10 @@ int main(int argc, char** argv) {
       const long long updates = a.value("optimizer_updates", a["step"].get<long long>());
       // A checkpoint written at a skipped step also holds how many were skipped in a row.
       const long long in_a_row = a.value("skipped_in_a_row", 0LL);
-      const std::string skipped =
-          updates == a["step"].get<long long>()
-              ? ""
-              : fmt::format(" ({} optimizer updates{})", updates,
-                            in_a_row > 0 ? fmt::format(", {} skipped in a row", in_a_row) : "");
+      const std::string skipped = updates == a["step"].get<long long>()
+                                      ? ""
+                                      : fmt::format(" ({} optimizer updates{})", updates,
+                                                    in_a_row > 0 ? fmt::format(", {} skipped in a row", in_a_row) : "");
       const std::string build = a.contains("build") ? ", build " + a["build"].get<std::string>() : "";
       std::printf("%s: %s v%lld, step %lld%s, written by %s on %s (mesh %s%s)%s\n", dir.c_str(),
                   a["format"].get<std::string>().c_str(), (long long)a["format_version"], (long long)a["step"],
@@ -97,8 +113,9 @@ int main(int argc, char** argv) {
                   build.c_str(), a["complete"].get<bool>() ? "" : " [INCOMPLETE]");
       const long long sequences = a.value("data_sequences", 0LL);  // 0 or absent: not recorded
       const std::string of = sequences > 0 ? fmt::format(" of {} sequences", sequences) : "";
-      std::printf("model %s, data position epoch %lld offset %lld%s, seed %llu\n", a["model"].get<std::string>().c_str(),
-                  (long long)a["data_epoch"], (long long)a["data_offset"], of.c_str(), (unsigned long long)a["seed"]);
+      std::printf("model %s, data position epoch %lld offset %lld%s, seed %llu\n",
+                  a["model"].get<std::string>().c_str(), (long long)a["data_epoch"], (long long)a["data_offset"],
+                  of.c_str(), (unsigned long long)a["seed"]);
       long long total = 0;
       for (const auto& t : j["tensors"]) {
         std::string shape;
@@ -124,6 +141,49 @@ int main(int argc, char** argv) {
         gpt::export_hdf5(dir, out);
       }
       std::printf("wrote %s (%s)\n", out.c_str(), format.c_str());
+    } else if (*cmp) {
+      const auto j = gpt::compare_checkpoints(dir, other, tolerance);
+      for (const char* side : {"a", "b"}) {
+        const auto& m = j[side];
+        const long long step = m["step"], updates = m["optimizer_updates"];
+        std::printf("%s: %s: step %lld%s, %s on %s (mesh %s), data position epoch %lld offset %lld, seed %llu\n", side,
+                    m["path"].get<std::string>().c_str(), step,
+                    updates == step ? "" : fmt::format(" ({} optimizer updates)", updates).c_str(),
+                    m["strategy"].get<std::string>().c_str(),
+                    gpt::count_of(m["world_size"].get<int64_t>(), "rank").c_str(), m["mesh"].get<std::string>().c_str(),
+                    (long long)m["data_epoch"], (long long)m["data_offset"], (unsigned long long)m["seed"]);
+      }
+      int differ = 0, above = 0;
+      for (const auto& t : j["tensors"]) {
+        const long long n = t["differing"];
+        differ += n > 0;
+        above += !t["within"].get<bool>();
+        if (t["within"].get<bool>() && !all) continue;  // listed: those above the tolerance, or with --all every one
+        // inf and NaN are null in JSON: a tensor zero in a alone, or not finite.
+        const auto num = [](const nlohmann::json& v) {
+          return v.is_null() ? std::string("nan/inf") : fmt::format("{:.3g}", v.get<double>());
+        };
+        std::printf("  %-56s %9lld of %-9lld differ  max |a-b| %-9s rel %-9s%s\n", t["name"].get<std::string>().c_str(),
+                    n, (long long)t["numel"], num(t["max_abs"]).c_str(), num(t["rel"]).c_str(),
+                    t["within"].get<bool>() ? "" : "  ABOVE TOLERANCE");
+      }
+      const size_t count = j["tensors"].size();
+      if (j["identical"].get<bool>()) {
+        std::printf("identical: all %zu tensors bit for bit\n", count);
+      } else {
+        std::string worst = j["worst"].get<std::string>();
+        for (const auto& t : j["tensors"])
+          if (t["name"] == worst)
+            worst = fmt::format("{:.3g} in {}", t["rel"].is_null() ? NAN : t["rel"].get<double>(), worst);
+        std::printf("%s: %d of %zu tensors differ, %d above --tolerance %g; the largest relative difference %s\n",
+                    j["within_tolerance"].get<bool>() ? "within tolerance" : "different", differ, count, above,
+                    tolerance, worst.c_str());
+      }
+      if (!json_out.empty()) {
+        std::ofstream f(json_out);
+        if (!(f << j.dump(1) << "\n")) throw std::runtime_error(fmt::format("{}: cannot write the JSON", json_out));
+      }
+      return j["within_tolerance"].get<bool>() ? 0 : 1;
     } else if (*imp) {
       gpt::llmc_to_hdf5(in, out);
       std::printf("wrote %s\n", out.c_str());

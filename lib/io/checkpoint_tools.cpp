@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -144,6 +145,64 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
   return problems;
 }
 
+nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance) {
+  require_checkpoint(a);
+  require_checkpoint(b);
+  h5::Id fa = h5::open_file(state_file(a), MPI_COMM_NULL), fb = h5::open_file(state_file(b), MPI_COMM_NULL);
+  const std::string model_a = h5::attr_string(fa.get(), "model"), model_b = h5::attr_string(fb.get(), "model");
+  if (nlohmann::json::parse(model_a) != nlohmann::json::parse(model_b))
+    throw DataError(fmt::format("{} and {} hold different models: {} against {}", a, b, model_a, model_b));
+  const auto meta = [](hid_t f, const std::string& path) {
+    nlohmann::json m = {{"path", path}};
+    for (const char* k : {"step", "data_epoch", "data_offset", "world_size"}) m[k] = h5::attr_int(f, k);
+    m["optimizer_updates"] =
+        h5::has_attr(f, "optimizer_updates") ? h5::attr_int(f, "optimizer_updates") : h5::attr_int(f, "step");
+    m["seed"] = h5::attr_uint(f, "seed");
+    for (const char* k : {"strategy", "mesh"}) m[k] = h5::attr_string(f, k);
+    return m;
+  };
+  nlohmann::json tensors = nlohmann::json::array(), worst = nullptr;
+  bool identical = true, within_all = true;
+  double worst_rel = 0;
+  const ParamLayout layout(model_of(fa.get()));
+  for (const char* g : kStateGroups)
+    for (const UnitSpec& u : layout.units())
+      for (const TensorSpec& t : u.tensors) {
+        const std::string name = fmt::format("/{}/{}", g, t.name);
+        const std::vector<float> x = read_all(fa.get(), name), y = read_all(fb.get(), name);
+        if (x.size() != y.size())
+          throw DataError(
+              fmt::format("{}: {} holds {} elements in {} and {} in {}", name, t.name, x.size(), a, y.size(), b));
+        int64_t differing = 0;
+        double max_abs = 0, diff2 = 0, norm2 = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (std::bit_cast<uint32_t>(x[i]) != std::bit_cast<uint32_t>(y[i])) ++differing;
+          const double d = double(x[i]) - double(y[i]);
+          max_abs = std::max(max_abs, std::abs(d));
+          diff2 += d * d;
+          norm2 += double(x[i]) * double(x[i]);
+        }
+        // NaN anywhere makes max_abs and rel NaN, which no tolerance takes.
+        const double rel = diff2 == 0 ? 0 : norm2 == 0 ? HUGE_VAL : std::sqrt(diff2 / norm2);
+        const bool within = rel <= tolerance;
+        identical = identical && differing == 0;
+        within_all = within_all && within;
+        const std::string key = fmt::format("{}/{}", g, t.name);
+        if (differing > 0 && (worst.is_null() || !(rel <= worst_rel))) {
+          worst = key;
+          worst_rel = rel;
+        }
+        tensors.push_back({{"name", key},
+                           {"numel", int64_t(x.size())},
+                           {"differing", differing},
+                           {"max_abs", max_abs},
+                           {"rel", rel},
+                           {"within", within}});
+      }
+  return {{"a", meta(fa.get(), a)},         {"b", meta(fb.get(), b)}, {"tensors", tensors}, {"identical", identical},
+          {"within_tolerance", within_all}, {"tolerance", tolerance}, {"worst", worst}};
+}
+
 void export_hdf5(const std::string& dir, const std::string& out) {
   require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
@@ -184,9 +243,9 @@ void export_llmc(const std::string& dir, const std::string& out) {
   wte.resize(size_t(c.padded_vocab()) * c.n_embd, 0.f);  // llm.c stores the padded rows (zeros)
   put(wte);
   put(read_all(f.get(), "/params/transformer.wpe.weight"));
-  for (const char* k : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-                        "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-                        "mlp.c_proj.weight", "mlp.c_proj.bias"})
+  for (const char* k :
+       {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+        "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
     for (int l = 0; l < L; ++l) put(read_all(f.get(), fmt::format("/params/transformer.h.{}.{}", l, k)));
   put(read_all(f.get(), "/params/transformer.ln_f.weight"));
   put(read_all(f.get(), "/params/transformer.ln_f.bias"));
@@ -209,7 +268,8 @@ std::string export_hf(const std::string& dir, const std::string& out, std::strin
   const ParamLayout layout(c);
   std::error_code ec;
   fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) throw DataError(fmt::format("{}: cannot create the directory: {}", out, ec.message()));
+  if (ec || !fs::is_directory(out))
+    throw DataError(fmt::format("{}: cannot create the directory: {}", out, ec.message()));
   // nn.Linear stores [out, in]; GPT-2's Conv1D, [in, out].
   auto conv1d = [](const std::string& name) {
     for (const char* k : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
@@ -292,9 +352,10 @@ std::string export_hf(const std::string& dir, const std::string& out, std::strin
       vocab = run.value("vocab", "");
       merges = run.value("merges", "");
       if (!fs::exists(vocab) || !fs::exists(merges))
-        return fmt::format("model.safetensors, config.json; the run's GPT-2 tokenizer files ('{}', '{}') are not "
-                           "here: give --vocab and --merges to add them",
-                           vocab, merges);
+        return fmt::format(
+            "model.safetensors, config.json; the run's GPT-2 tokenizer files ('{}', '{}') are not "
+            "here: give --vocab and --merges to add them",
+            vocab, merges);
     }
   }
   if (vocab.empty() && merges.empty()) return "model.safetensors, config.json (no tokenizer: the run's is byte-level)";
@@ -308,12 +369,9 @@ std::string export_hf(const std::string& dir, const std::string& out, std::strin
   if (!fs::exists(merges)) throw DataError(fmt::format("{}: no such merges file", merges));
   fs::copy_file(vocab, fs::path(out) / "vocab.json", fs::copy_options::overwrite_existing);
   fs::copy_file(merges, fs::path(out) / "merges.txt", fs::copy_options::overwrite_existing);
-  const nlohmann::ordered_json tok = {{"tokenizer_class", "GPT2Tokenizer"},
-                                      {"model_max_length", c.seq_len},
-                                      {"bos_token", "<|endoftext|>"},
-                                      {"eos_token", "<|endoftext|>"},
-                                      {"unk_token", "<|endoftext|>"},
-                                      {"add_prefix_space", false}};
+  const nlohmann::ordered_json tok = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", c.seq_len},
+                                      {"bos_token", "<|endoftext|>"},       {"eos_token", "<|endoftext|>"},
+                                      {"unk_token", "<|endoftext|>"},       {"add_prefix_space", false}};
   std::ofstream tf(fs::path(out) / "tokenizer_config.json");
   tf << tok.dump(2) << "\n";
   tf.close();

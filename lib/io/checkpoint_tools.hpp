@@ -28,6 +28,18 @@ nlohmann::json list_checkpoints(const std::string& dir, bool verify);
 // model it declares, checksum mismatches.
 std::vector<std::string> verify_checkpoint(const std::string& dir);
 
+// Two checkpoints of the same model (any strategies and world sizes: the
+// state is stored as full tensors), tensor by tensor over the parameters
+// and both AdamW moments: {"a", "b" (each: path, step, optimizer_updates,
+// data_epoch, data_offset, seed, strategy, world_size, mesh), "tensors":
+// [{"name", "numel", "differing" (elements not bit for bit equal),
+// "max_abs" (largest |a - b|), "rel" (||a - b|| / ||a||, 2-norms; 0 where
+// both are 0, inf where only a is), "within" (rel <= tolerance)}...],
+// "identical" (every tensor bit for bit), "within_tolerance", "tolerance",
+// "worst" (the tensor of the largest rel, null if none differs)}.
+// Throws DataError naming both when the models differ.
+nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance);
+
 // One HDF5 file with the parameters as full tensors under nanoGPT names at
 // the root (h5py: f["transformer.wte.weight"]), plus the "model" attribute.
 void export_hdf5(const std::string& dir, const std::string& out);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# ckpt_tool compare A B [--tolerance X]: two checkpoints' states, tensor by
+# tensor, whatever strategies and world sizes wrote them.
+#   1. a checkpoint against itself: identical, exit 0;
+#   2. ddp against zero3 on 2 ranks, step 6: not bit for bit (their
+#      reductions add in other orders), exit 1; within a tolerance of 1e-3,
+#      exit 0; the header lines name each side's step, strategy and ranks;
+#   3. the numbers: step 3 against step 6 of one run, wte's differing
+#      elements, largest |a - b| and ||a - b|| / ||a|| equal what Python
+#      computes from the two checkpoints' llm.c exports (ckpt_tool export
+#      --format llmc: the same parameters as raw floats);
+#   4. checkpoints of different models: one error line naming both, exit 1.
+#   ckpt_compare.sh BUILD_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$0")/common.sh" "$@"
+tool="$build/apps/ckpt_tool"
+for s in ddp zero3; do
+  tiny_run_ok "$s" 2 --strategy "$s" --ckpt-dir "$work/ck_$s" --ckpt-every 3
+done
+ddp3="$work/ck_ddp/step_00000003"; ddp6="$work/ck_ddp/step_00000006"; zero6="$work/ck_zero3/step_00000006"
+
+# 1. itself
+out=$("$tool" compare "$ddp6" "$ddp6") || { echo "$out"; fail "a checkpoint against itself: exit $?"; }
+grep -q "^identical: all 84 tensors bit for bit$" <<<"$out" || { echo "$out"; fail "a checkpoint against itself: not identical"; }
+
+# 2. two strategies
+if out=$("$tool" compare "$ddp6" "$zero6"); then echo "$out"; fail "ddp against zero3 at tolerance 0: exit 0"; fi
+grep -q "^different: [0-9]* of 84 tensors differ" <<<"$out" || { echo "$out"; fail "ddp against zero3: no 'different' line"; }
+grep -q "^a: .*step_00000006: step 6, ddp on 2 ranks (mesh 1x2), data position epoch 0 offset 48, seed 1337$" <<<"$out" &&
+  grep -q "^b: .*step_00000006: step 6, zero3 on 2 ranks (mesh 1x2)" <<<"$out" || { echo "$out"; fail "the a/b lines"; }
+out=$("$tool" compare "$ddp6" "$zero6" --tolerance 1e-3) || { echo "$out"; fail "ddp against zero3 within 1e-3: exit 1"; }
+grep -q "^within tolerance: [0-9]* of 84 tensors differ, 0 above --tolerance 0.001;" <<<"$out" ||
+  { echo "$out"; fail "ddp against zero3 within 1e-3: no 'within tolerance' line"; }
+echo "ok: identical to itself; ddp and zero3 differ in the last bits, within 1e-3"
+
+# 3. the numbers, against the llm.c exports
+"$tool" compare "$ddp3" "$ddp6" --json "$work/c.json" > "$work/c.txt" && fail "step 3 against step 6: exit 0"
+"$tool" export --format llmc "$ddp3" "$work/a.bin" > /dev/null && "$tool" export --format llmc "$ddp6" "$work/b.bin" > /dev/null ||
+  fail "the llm.c exports"
+python3 - "$work" <<'PY' || fail "compare's numbers are not the exports'"
+import json, math, struct, sys
+w = sys.argv[1]
+def wte(path):
+    raw = open(path, "rb").read()
+    head = struct.unpack("256i", raw[:1024])
+    V, C, Vp = head[3], head[6], head[7]
+    return list(struct.unpack(f"{Vp * C}f", raw[1024:1024 + 4 * Vp * C]))[:V * C]
+a, b = wte(f"{w}/a.bin"), wte(f"{w}/b.bin")
+j = json.load(open(f"{w}/c.json"))
+t = next(x for x in j["tensors"] if x["name"] == "params/transformer.wte.weight")
+differing = sum(1 for x, y in zip(a, b) if struct.pack("f", x) != struct.pack("f", y))
+max_abs = max(abs(x - y) for x, y in zip(a, b))
+rel = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)) / sum(x * x for x in a))
+assert t["numel"] == len(a) and t["differing"] == differing, (t, differing)
+assert t["max_abs"] == max_abs, (t["max_abs"], max_abs)
+assert abs(t["rel"] - rel) <= 1e-12 * rel, (t["rel"], rel)
+assert not j["identical"] and not j["within_tolerance"] and j["a"]["step"] == 3 and j["b"]["step"] == 6, j["a"]
+print(f"wte: {differing} of {len(a)} differ, max |a-b| {max_abs:.3g}, rel {rel:.3g}, as ckpt_tool says")
+PY
+
+# 4. another model
+tiny_run_ok other 1 --n-layer 1 --steps 1 --global-batch 2 --ckpt-dir "$work/ck_other"
+if out=$("$tool" compare "$ddp6" "$work/ck_other/step_00000001" 2>&1); then echo "$out"; fail "different models: exit 0"; fi
+grep -q "^error: .*step_00000006 and .*step_00000001 hold different models: " <<<"$out" || { echo "$out"; fail "different models: the error line"; }
+[ "$(wc -l <<<"$out")" = 1 ] || { echo "$out"; fail "different models: more than one line"; }
+echo "ok: ckpt_tool compare"
