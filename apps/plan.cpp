@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
                 w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
-    std::printf("cluster: %s, %d per node (%s), %s per rank, %.3g TFLOP/s x %.0f%% MFU, "
+    std::printf("cluster: %s, %d per node (%s), %s per rank, %.4g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %d x %.3g GB/s across; latency %.3g us per collective + %.3g us per "
                 "ring step inside a node, %.3g us across, %.3g us per tree step\n\n",
                 count_of(ranks, "rank").c_str(), rpn, count_of(ranks / rpn, "node").c_str(),

@@ -135,7 +135,7 @@ RunConfig resolve_strategy(const RunConfig& c, MPI_Comm base, const std::optiona
                                  ? fmt::format(", {} x {:.3g} GB/s across", cluster.inter_links, cluster.inter_bw / 1e9)
                                  : "";
   log0(
-      "strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}; {:.3g} TFLOP/s per "
+      "strategy auto: plan for {}, {} per node, {} per rank ({}), {:.3g} GB/s inside a node{}; {:.4g} TFLOP/s per "
       "rank{} x {:.0f}% MFU\n{}",
       count_of(world, "rank"), cluster.ranks_per_node, format_bytes(double(cluster.device_memory)), memory_from,
       cluster.intra_bw / 1e9, across, cluster.peak_flops / 1e12, c.peak_tflops > 0 ? " (--peak-tflops)" : "",

@@ -56,4 +56,6 @@ printf 'peak-tflops = 0.002\n' | cat "$work/tiny.toml" - > "$work/peak.toml"
 "$build/apps/plan" --config "$work/peak.toml" --ranks 2 | grep -q ", 0.002 TFLOP/s x " || fail "plan --config: not the file's peak-tflops"
 "$build/apps/plan" --config "$work/peak.toml" --ranks 2 --peak-tflops 0.004 | grep -q ", 0.004 TFLOP/s x " ||
   fail "plan --config --peak-tflops: the flag does not win over the file"
+# Peaks of 1000 TFLOP/s and more are written whole (a B200's 2250, not 2.25e+03).
+"$build/apps/plan" --gpu B200 --ranks 8 | grep -q ", 2250 TFLOP/s x 45% MFU, 720 GB/s inside a node" || fail "plan --gpu B200: the peak's line"
 echo "ok: --peak-tflops is MFU's denominator and the planner's peak (plan --config reads it too)"
