@@ -319,10 +319,9 @@ std::array<int64_t, 6> Trainer::Impl::mem_max() {
   return m;
 }
 
-TrainSummary Trainer::Impl::run() {
-  const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
-  const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
-  const auto m0 = mem_max();
+// The run's metrics header and start-up log: what runs, on what, and the
+// flags that change nothing as given. m0: mem_max() before the first step.
+void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   nlohmann::json header = {{"type", "run"},
                            {"config", cfg.to_json()},
                            {"strategy", cfg.strategy},
@@ -413,6 +412,13 @@ TrainSummary Trainer::Impl::run() {
           "than once in the validation loss; --val-batches {} reads each at most once",
           cfg.val_batches, read, held, held / (int64_t(cfg.micro_batch) * world));
   }
+}
+
+TrainSummary Trainer::Impl::run() {
+  const int64_t tokens_per_step = int64_t(cfg.global_batch) * cfg.seq_len;
+  const double flops_per_step = train_flops_per_token(cfg.gpt, cfg.seq_len) * double(tokens_per_step);
+  const auto m0 = mem_max();
+  announce(m0);
   // A directory that cannot hold checkpoints fails now, not at the first checkpoint.
   if (!cfg.ckpt_dir.empty()) check_ckpt_dir(cfg.ckpt_dir, base);
   if (!cfg.trace.empty()) {

@@ -217,6 +217,8 @@ struct Trainer::Impl {
 
   // Memory of this rank, max over ranks (a few scalars over base, not counted as training traffic).
   std::array<int64_t, 6> mem_max();
+  // The run's metrics header and start-up log (m0: mem_max() before the first step).
+  void announce(const std::array<int64_t, 6>& m0);
   TrainSummary run();
 };
 
