@@ -176,13 +176,15 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
         int64_t differing = 0;
         double max_abs = 0, diff2 = 0, norm2 = 0;
         for (size_t i = 0; i < x.size(); ++i) {
-          if (std::bit_cast<uint32_t>(x[i]) != std::bit_cast<uint32_t>(y[i])) ++differing;
-          const double d = double(x[i]) - double(y[i]);
-          max_abs = std::max(max_abs, std::abs(d));
-          diff2 += d * d;
           norm2 += double(x[i]) * double(x[i]);
+          if (std::bit_cast<uint32_t>(x[i]) == std::bit_cast<uint32_t>(y[i])) continue;  // equal bits: 0
+          ++differing;
+          const double d = std::abs(double(x[i]) - double(y[i]));
+          if (!(d <= max_abs)) max_abs = d;  // a NaN stays
+          diff2 += d * d;
         }
-        // NaN anywhere makes max_abs and rel NaN, which no tolerance takes.
+        // A differing NaN makes max_abs and rel NaN, which no tolerance takes;
+        // the same bits are equal, NaN or not.
         const double rel = diff2 == 0 ? 0 : norm2 == 0 ? HUGE_VAL : std::sqrt(diff2 / norm2);
         const bool within = rel <= tolerance;
         identical = identical && differing == 0;
