@@ -7,8 +7,9 @@
 //   ckpt_tool export --format llmc DIR OUT.bin   llm.c's GPT-2 model file (fp32, version 3)
 //   ckpt_tool export --format hf DIR OUTDIR      Hugging Face model directory (model.safetensors, config.json)
 //   ckpt_tool import IN.bin OUT.h5          llm.c model file -> HDF5 export format (gpt_train --init-from takes either)
-//   ckpt_tool compare A B [--tolerance X]   the two states tensor by tensor (any strategies, world sizes): exit 0
-//                                           when every tensor's relative difference is within X (0: bit for bit)
+//   ckpt_tool compare A B [--tolerance X] [--atol Y]   the two states tensor by tensor (any strategies, world
+//                                           sizes): exit 0 when every tensor's relative difference is within X or its
+//                                           largest absolute one within Y (0, 0: bit for bit)
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -59,6 +60,12 @@ int main(int argc, char** argv) {
   cmp->add_option("b", other, "checkpoint directory")->required()->type_name("DIR");
   cmp->add_option("--tolerance", tolerance,
                   "largest relative difference ||a - b|| / ||a|| a tensor may have (0: bit for bit)")
+      ->capture_default_str()
+      ->check(gpt::kNonNegativeReal);
+  double atol = 0;
+  cmp->add_option("--atol", atol,
+                  "a tensor whose largest |a - b| is at most this is within too, whatever its relative difference "
+                  "(for tensors near zero)")
       ->capture_default_str()
       ->check(gpt::kNonNegativeReal);
   cmp->add_flag("--all", all, "list every tensor, not only those above the tolerance");
@@ -142,7 +149,7 @@ int main(int argc, char** argv) {
       }
       std::printf("wrote %s (%s)\n", out.c_str(), format.c_str());
     } else if (*cmp) {
-      const auto j = gpt::compare_checkpoints(dir, other, tolerance);
+      const auto j = gpt::compare_checkpoints(dir, other, tolerance, atol);
       for (const char* side : {"a", "b"}) {
         const auto& m = j[side];
         const long long step = m["step"], updates = m["optimizer_updates"];
@@ -175,9 +182,9 @@ int main(int argc, char** argv) {
         for (const auto& t : j["tensors"])
           if (t["name"] == worst)
             worst = fmt::format("{:.3g} in {}", t["rel"].is_null() ? NAN : t["rel"].get<double>(), worst);
-        std::printf("%s: %d of %zu tensors differ, %d above --tolerance %g; the largest relative difference %s\n",
+        std::printf("%s: %d of %zu tensors differ, %d above --tolerance %g%s; the largest relative difference %s\n",
                     j["within_tolerance"].get<bool>() ? "within tolerance" : "different", differ, count, above,
-                    tolerance, worst.c_str());
+                    tolerance, atol > 0 ? fmt::format(" and --atol {:g}", atol).c_str() : "", worst.c_str());
       }
       if (!json_out.empty()) {
         std::ofstream f(json_out);

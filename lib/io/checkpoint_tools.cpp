@@ -145,7 +145,7 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
   return problems;
 }
 
-nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance) {
+nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance, double atol) {
   require_checkpoint(a);
   require_checkpoint(b);
   h5::Id fa = h5::open_file(state_file(a), MPI_COMM_NULL), fb = h5::open_file(state_file(b), MPI_COMM_NULL);
@@ -186,7 +186,7 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
         // A differing NaN makes max_abs and rel NaN, which no tolerance takes;
         // the same bits are equal, NaN or not.
         const double rel = diff2 == 0 ? 0 : norm2 == 0 ? HUGE_VAL : std::sqrt(diff2 / norm2);
-        const bool within = rel <= tolerance;
+        const bool within = rel <= tolerance || max_abs <= atol;
         identical = identical && differing == 0;
         within_all = within_all && within;
         const std::string key = fmt::format("{}/{}", g, t.name);
@@ -202,7 +202,7 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
                            {"within", within}});
       }
   return {{"a", meta(fa.get(), a)},         {"b", meta(fb.get(), b)}, {"tensors", tensors}, {"identical", identical},
-          {"within_tolerance", within_all}, {"tolerance", tolerance}, {"worst", worst}};
+          {"within_tolerance", within_all}, {"tolerance", tolerance}, {"atol", atol},       {"worst", worst}};
 }
 
 void export_hdf5(const std::string& dir, const std::string& out) {

@@ -34,11 +34,13 @@ std::vector<std::string> verify_checkpoint(const std::string& dir);
 // data_epoch, data_offset, seed, strategy, world_size, mesh), "tensors":
 // [{"name", "numel", "differing" (elements not bit for bit equal),
 // "max_abs" (largest |a - b|), "rel" (||a - b|| / ||a||, 2-norms; 0 where
-// both are 0, inf where only a is), "within" (rel <= tolerance)}...],
-// "identical" (every tensor bit for bit), "within_tolerance", "tolerance",
+// both are 0, inf where only a is), "within" (rel <= tolerance, or
+// max_abs <= atol: for tensors near zero, whose relative difference is
+// large however small the absolute one)}...], "identical" (every tensor
+// bit for bit), "within_tolerance", "tolerance", "atol",
 // "worst" (the tensor of the largest rel, null if none differs)}.
 // Throws DataError naming both when the models differ.
-nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance);
+nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance, double atol = 0);
 
 // One HDF5 file with the parameters as full tensors under nanoGPT names at
 // the root (h5py: f["transformer.wte.weight"]), plus the "model" attribute.

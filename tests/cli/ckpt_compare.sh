@@ -4,7 +4,8 @@
 #   1. a checkpoint against itself: identical, exit 0;
 #   2. ddp against zero3 on 2 ranks, step 6: not bit for bit (their
 #      reductions add in other orders), exit 1; within a tolerance of 1e-3,
-#      exit 0; the header lines name each side's step, strategy and ranks;
+#      exit 0; at 1e-5 the QKV bias (near zero) is above it, and --atol 1e-5
+#      takes it; the header lines name each side's step, strategy and ranks;
 #   3. the numbers: step 3 against step 6 of one run, wte's differing
 #      elements, largest |a - b| and ||a - b|| / ||a|| equal what Python
 #      computes from the two checkpoints' llm.c exports (ckpt_tool export
@@ -31,7 +32,15 @@ grep -q "^a: .*step_00000006: step 6, ddp on 2 ranks (mesh 1x2), data position e
 out=$("$tool" compare "$ddp6" "$zero6" --tolerance 1e-3) || { echo "$out"; fail "ddp against zero3 within 1e-3: exit 1"; }
 grep -q "^within tolerance: [0-9]* of 84 tensors differ, 0 above --tolerance 0.001;" <<<"$out" ||
   { echo "$out"; fail "ddp against zero3 within 1e-3: no 'within tolerance' line"; }
-echo "ok: identical to itself; ddp and zero3 differ in the last bits, within 1e-3"
+# Near-zero tensors (the QKV bias) differ by 1e-4 relative at 1e-6 absolute: above --tolerance 1e-5, within
+# --atol 1e-5 beside it.
+if out=$("$tool" compare "$ddp6" "$zero6" --tolerance 1e-5); then echo "$out"; fail "ddp against zero3 within 1e-5: exit 0"; fi
+grep -q "attn.c_attn.bias .* ABOVE TOLERANCE$" <<<"$out" || { echo "$out"; fail "within 1e-5: the QKV bias not listed"; }
+out=$("$tool" compare "$ddp6" "$zero6" --tolerance 1e-5 --atol 1e-5) ||
+  { echo "$out"; fail "ddp against zero3 within 1e-5 or 1e-5 absolute: exit 1"; }
+grep -q "^within tolerance: [0-9]* of 84 tensors differ, 0 above --tolerance 1e-05 and --atol 1e-05;" <<<"$out" ||
+  { echo "$out"; fail "--atol: no 'within tolerance' line"; }
+echo "ok: identical to itself; ddp and zero3 differ in the last bits, within 1e-3, or 1e-5 and 1e-5 absolute"
 
 # 3. the numbers, against the llm.c exports
 "$tool" compare "$ddp3" "$ddp6" --json "$work/c.json" > "$work/c.txt" && fail "step 3 against step 6: exit 0"
