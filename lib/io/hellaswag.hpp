@@ -12,7 +12,7 @@
 //
 // This file: reading the data (HellaSwag's JSON lines), laying an ending out
 // as one row of a forward pass, and scoring rows from their per-position
-// losses. Running the passes is the trainer's (strategies/trainer.cpp).
+// losses. Running the passes is the trainer's (strategies/trainer_eval.cpp).
 #pragma once
 
 #include <cstdint>
