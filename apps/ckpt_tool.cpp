@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       const auto j = gpt::compare_checkpoints(dir, other, tolerance, atol);
       for (const char* side : {"a", "b"}) {
         const auto& m = j[side];
-        const long long step = m["step"], updates = m["optimizer_updates"];
+        const long long step = m["step"], updates = m.value("optimizer_updates", step);
         std::printf("%s: %s: step %lld%s, %s on %s (mesh %s), data position epoch %lld offset %lld, seed %llu\n", side,
                     m["path"].get<std::string>().c_str(), step,
                     updates == step ? "" : fmt::format(" ({} optimizer updates)", updates).c_str(),
@@ -160,31 +160,28 @@ int main(int argc, char** argv) {
                     gpt::count_of(m["world_size"].get<int64_t>(), "rank").c_str(), m["mesh"].get<std::string>().c_str(),
                     (long long)m["data_epoch"], (long long)m["data_offset"], (unsigned long long)m["seed"]);
       }
-      int differ = 0, above = 0;
+      // inf and NaN are null in JSON: a tensor zero in a alone, or not finite.
+      const auto num = [](const nlohmann::json& v) {
+        return v.is_null() ? std::string("nan/inf") : fmt::format("{:.3g}", v.get<double>());
+      };
       for (const auto& t : j["tensors"]) {
-        const long long n = t["differing"];
-        differ += n > 0;
-        above += !t["within"].get<bool>();
         if (t["within"].get<bool>() && !all) continue;  // listed: those above the tolerance, or with --all every one
-        // inf and NaN are null in JSON: a tensor zero in a alone, or not finite.
-        const auto num = [](const nlohmann::json& v) {
-          return v.is_null() ? std::string("nan/inf") : fmt::format("{:.3g}", v.get<double>());
-        };
         std::printf("  %-56s %9lld of %-9lld differ  max |a-b| %-9s rel %-9s%s\n", t["name"].get<std::string>().c_str(),
-                    n, (long long)t["numel"], num(t["max_abs"]).c_str(), num(t["rel"]).c_str(),
+                    (long long)t["differing"], (long long)t["numel"], num(t["max_abs"]).c_str(), num(t["rel"]).c_str(),
                     t["within"].get<bool>() ? "" : "  ABOVE TOLERANCE");
       }
       const size_t count = j["tensors"].size();
       if (j["identical"].get<bool>()) {
         std::printf("identical: all %zu tensors bit for bit\n", count);
       } else {
-        std::string worst = j["worst"].get<std::string>();
-        for (const auto& t : j["tensors"])
-          if (t["name"] == worst)
-            worst = fmt::format("{:.3g} in {}", t["rel"].is_null() ? NAN : t["rel"].get<double>(), worst);
-        std::printf("%s: %d of %zu tensors differ, %d above --tolerance %g%s; the largest relative difference %s\n",
-                    j["within_tolerance"].get<bool>() ? "within tolerance" : "different", differ, count, above,
-                    tolerance, atol > 0 ? fmt::format(" and --atol {:g}", atol).c_str() : "", worst.c_str());
+        const auto& worst = j["worst"];
+        std::printf(
+            "%s: %lld of %zu tensors differ, %lld above --tolerance %g%s; the largest relative difference %s in "
+            "%s\n",
+            j["within_tolerance"].get<bool>() ? "within tolerance" : "different", (long long)j["differing_tensors"],
+            count, (long long)j["above_tolerance"], tolerance,
+            atol > 0 ? fmt::format(" and --atol {:g}", atol).c_str() : "", num(worst["rel"]).c_str(),
+            worst["name"].get<std::string>().c_str());
       }
       if (!json_out.empty()) {
         std::ofstream f(json_out);

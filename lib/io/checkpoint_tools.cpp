@@ -46,18 +46,29 @@ std::vector<float> read_all(hid_t f, const std::string& name, std::vector<int64_
 
 }  // namespace
 
+namespace {
+
+// A state file's root attributes (the optional ones where present) and
+// whether its directory holds COMPLETE.
+nlohmann::json checkpoint_attrs(hid_t f, const std::string& dir) {
+  nlohmann::json attrs;
+  for (const char* k : {"format", "strategy", "mesh", "model", "config"}) attrs[k] = h5::attr_string(f, k);
+  for (const char* k : {"format_version", "step", "data_epoch", "data_offset", "world_size"})
+    attrs[k] = h5::attr_int(f, k);
+  for (const char* k : {"optimizer_updates", "skipped_in_a_row", "data_sequences"})
+    if (h5::has_attr(f, k)) attrs[k] = h5::attr_int(f, k);
+  if (h5::has_attr(f, "build")) attrs["build"] = h5::attr_string(f, "build");
+  attrs["seed"] = h5::attr_uint(f, "seed");
+  attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");
+  return attrs;
+}
+
+}  // namespace
+
 nlohmann::json checkpoint_info(const std::string& dir) {
   require_checkpoint(dir);
   h5::Id f = h5::open_file(state_file(dir), MPI_COMM_NULL);
-  nlohmann::json attrs;
-  for (const char* k : {"format", "strategy", "mesh", "model", "config"}) attrs[k] = h5::attr_string(f.get(), k);
-  for (const char* k : {"format_version", "step", "data_epoch", "data_offset", "world_size"})
-    attrs[k] = h5::attr_int(f.get(), k);
-  for (const char* k : {"optimizer_updates", "skipped_in_a_row", "data_sequences"})
-    if (h5::has_attr(f.get(), k)) attrs[k] = h5::attr_int(f.get(), k);
-  if (h5::has_attr(f.get(), "build")) attrs["build"] = h5::attr_string(f.get(), "build");
-  attrs["seed"] = h5::attr_uint(f.get(), "seed");
-  attrs["complete"] = fs::exists(fs::path(dir) / "COMPLETE");
+  const nlohmann::json attrs = checkpoint_attrs(f.get(), dir);
   nlohmann::json tensors = nlohmann::json::array();
   const ParamLayout layout(model_of(f.get()));
   for (const char* g : kStateGroups)
@@ -149,21 +160,14 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
   require_checkpoint(a);
   require_checkpoint(b);
   h5::Id fa = h5::open_file(state_file(a), MPI_COMM_NULL), fb = h5::open_file(state_file(b), MPI_COMM_NULL);
-  const std::string model_a = h5::attr_string(fa.get(), "model"), model_b = h5::attr_string(fb.get(), "model");
+  nlohmann::json attrs_a = checkpoint_attrs(fa.get(), a), attrs_b = checkpoint_attrs(fb.get(), b);
+  const std::string model_a = attrs_a["model"], model_b = attrs_b["model"];
   if (nlohmann::json::parse(model_a) != nlohmann::json::parse(model_b))
     throw DataError(fmt::format("{} and {} hold different models: {} against {}", a, b, model_a, model_b));
-  const auto meta = [](hid_t f, const std::string& path) {
-    nlohmann::json m = {{"path", path}};
-    for (const char* k : {"step", "data_epoch", "data_offset", "world_size"}) m[k] = h5::attr_int(f, k);
-    m["optimizer_updates"] =
-        h5::has_attr(f, "optimizer_updates") ? h5::attr_int(f, "optimizer_updates") : h5::attr_int(f, "step");
-    m["seed"] = h5::attr_uint(f, "seed");
-    for (const char* k : {"strategy", "mesh"}) m[k] = h5::attr_string(f, k);
-    return m;
-  };
+  attrs_a["path"] = a;
+  attrs_b["path"] = b;
   nlohmann::json tensors = nlohmann::json::array(), worst = nullptr;
-  bool identical = true, within_all = true;
-  double worst_rel = 0;
+  int64_t differing_tensors = 0, above = 0;
   const ParamLayout layout(model_of(fa.get()));
   for (const char* g : kStateGroups)
     for (const UnitSpec& u : layout.units())
@@ -187,13 +191,11 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
         // the same bits are equal, NaN or not.
         const double rel = diff2 == 0 ? 0 : norm2 == 0 ? HUGE_VAL : std::sqrt(diff2 / norm2);
         const bool within = rel <= tolerance || max_abs <= atol;
-        identical = identical && differing == 0;
-        within_all = within_all && within;
+        differing_tensors += differing > 0;
+        above += !within;
         const std::string key = fmt::format("{}/{}", g, t.name);
-        if (differing > 0 && (worst.is_null() || !(rel <= worst_rel))) {
-          worst = key;
-          worst_rel = rel;
-        }
+        if (differing > 0 && (worst.is_null() || !(rel <= worst["rel"].get<double>())))
+          worst = {{"name", key}, {"rel", rel}};
         tensors.push_back({{"name", key},
                            {"numel", int64_t(x.size())},
                            {"differing", differing},
@@ -201,8 +203,16 @@ nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, d
                            {"rel", rel},
                            {"within", within}});
       }
-  return {{"a", meta(fa.get(), a)},         {"b", meta(fb.get(), b)}, {"tensors", tensors}, {"identical", identical},
-          {"within_tolerance", within_all}, {"tolerance", tolerance}, {"atol", atol},       {"worst", worst}};
+  return {{"a", attrs_a},
+          {"b", attrs_b},
+          {"tensors", tensors},
+          {"differing_tensors", differing_tensors},
+          {"above_tolerance", above},
+          {"identical", differing_tensors == 0},
+          {"within_tolerance", above == 0},
+          {"tolerance", tolerance},
+          {"atol", atol},
+          {"worst", worst}};
 }
 
 void export_hdf5(const std::string& dir, const std::string& out) {

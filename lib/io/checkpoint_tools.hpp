@@ -30,16 +30,17 @@ std::vector<std::string> verify_checkpoint(const std::string& dir);
 
 // Two checkpoints of the same model (any strategies and world sizes: the
 // state is stored as full tensors), tensor by tensor over the parameters
-// and both AdamW moments: {"a", "b" (each: path, step, optimizer_updates,
-// data_epoch, data_offset, seed, strategy, world_size, mesh), "tensors":
-// [{"name", "numel", "differing" (elements not bit for bit equal),
-// "max_abs" (largest |a - b|), "rel" (||a - b|| / ||a||, 2-norms; 0 where
-// both are 0, inf where only a is), "within" (rel <= tolerance, or
-// max_abs <= atol: for tensors near zero, whose relative difference is
-// large however small the absolute one)}...], "identical" (every tensor
-// bit for bit), "within_tolerance", "tolerance", "atol",
-// "worst" (the tensor of the largest rel, null if none differs)}.
-// Throws DataError naming both when the models differ.
+// and both AdamW moments: {"a", "b" (each: its path and checkpoint_info's
+// attrs), "tensors": [{"name", "numel", "differing" (elements not bit for
+// bit equal), "max_abs" (largest |a - b|), "rel" (||a - b|| / ||a||,
+// 2-norms; 0 where both are 0, inf where only a is), "within" (rel <=
+// tolerance, or max_abs <= atol: for tensors near zero, whose relative
+// difference is large however small the absolute one)}...],
+// "differing_tensors", "above_tolerance" (how many are not within),
+// "identical" (none differs), "within_tolerance" (none is above),
+// "tolerance", "atol", "worst" ({"name", "rel"} of the differing tensor of
+// the largest rel, null if none differs)}. Throws DataError naming both
+// when the models differ.
 nlohmann::json compare_checkpoints(const std::string& a, const std::string& b, double tolerance, double atol = 0);
 
 // One HDF5 file with the parameters as full tensors under nanoGPT names at
