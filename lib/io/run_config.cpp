@@ -189,7 +189,8 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
       {"micro-batch", "sequences per forward/backward on one rank", "INT",
        [](C& c, P&, S v) { c.micro_batch = parse_int("micro-batch", v, 1); }},
-      {"steps", "optimizer steps", "INT", [](C& c, P&, S v) { c.steps = parse_int("steps", v, 1); }},
+      {"steps", "optimizer steps (0: evaluate and sample the model only, as initialised, imported or resumed)",
+       "INT", [](C& c, P&, S v) { c.steps = parse_int("steps", v, 0); }},
       {"lr", "peak learning rate", "FLOAT", [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
       {"min-lr", "learning rate at the end of the decay", "FLOAT",
        [](C& c, P&, S v) { c.min_lr = parse_float("min-lr", v, 0, 10); }},
@@ -468,7 +469,8 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   if (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0)
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
-  if (need_data && cfg.data.empty()) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+  if (need_data && cfg.data.empty() && cfg.steps > 0)  // --steps 0 trains nothing, so needs no training data
+    throw ConfigError("missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only");
   if (cfg.strategy == "auto" && !cfg.mesh.empty())
     throw ConfigError(fmt::format("invalid mesh = '{}': strategy auto chooses the mesh; give one or the other",
                                   cfg.mesh));

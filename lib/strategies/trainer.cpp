@@ -86,13 +86,20 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       attention_note(resolve_attention()),
       code_note(resolve_code_note()),
       model(backend ? backend->make_model(layout, model_options()) : make_host_model(layout, model_options(), &mem)),
-      loader(LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch, cfg.micro_batch, rank, world,
-                           cfg.seed, true, cfg.gpt.vocab_size}),
+      loader(cfg.data.empty()
+                 ? std::nullopt
+                 : std::optional<DataLoader>(
+                       std::in_place, LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch,
+                                                    cfg.micro_batch, rank, world, cfg.seed, true, cfg.gpt.vocab_size})),
       resume_path(resolve_resume(cfg)),
       metrics(rank == 0 ? cfg.metrics : std::string(), !resume_path.empty()),
       sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps},
       nan_grad_steps(nan_grad_steps_for_test()) {
   note_progress("the model and the data");
+  if (!loader) {  // evaluation only (--steps 0); the batch must still divide, as it does for a run that trains
+    if (cfg.steps > 0) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+    accum_steps(cfg.global_batch, cfg.micro_batch, world);
+  }
   if (!cfg.val_data.empty()) {
     val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                      rank, world, cfg.seed, false, cfg.gpt.vocab_size});
@@ -333,8 +340,8 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
                            {"params", layout.model_numel()},
                            {"params_stored", layout.total_numel()},
                            {"model_state_bytes", m0[0] + m0[1] + m0[2]},
-                           {"train_tokens", loader.num_tokens()},
-                           {"accum_steps", loader.accum_steps()},
+                           {"train_tokens", loader ? loader->num_tokens() : 0},
+                           {"accum_steps", accum_steps(cfg.global_batch, cfg.micro_batch, world)},
                            {"threads", num_threads()},
                            {"gemm_peak_flops", gemm_peak},
                            {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)},
@@ -371,13 +378,16 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
         tensor_core_where, tensor_core_note);
   else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
     log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
-  log0(
-      "data: {} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak "
-      "{:.1f} GFLOP/s{}",
-      loader.num_tokens(), loader.num_windows(), cfg.global_batch, cfg.micro_batch, loader.accum_steps(), world,
-      count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
-  log0("learning rate: {}", sched.describe());
-  if (cfg.warmup > cfg.steps)
+  log0("data: {}; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak {:.1f} GFLOP/s{}",
+       loader ? fmt::format("{} tokens, {} sequences", loader->num_tokens(), loader->num_windows())
+              : std::string("none (--steps 0: evaluation only)"),
+       cfg.global_batch, cfg.micro_batch, accum_steps(cfg.global_batch, cfg.micro_batch, world), world,
+       count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
+  if (cfg.steps == 0)
+    log0("learning rate: none (--steps 0: evaluation only)");
+  else
+    log0("learning rate: {}", sched.describe());
+  if (cfg.warmup > cfg.steps && cfg.steps > 0)
     warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
           cfg.lr);
   if (!threads_note.empty()) log0("threads: {}", threads_note);
@@ -428,16 +438,18 @@ TrainSummary Trainer::Impl::run() {
     if (backend && (trace_marks = backend->make_trace_marks())) trace::set_device_marks(trace_marks.get());
   }
   const int start_step = restore();
-  if (val_loader) log0("step {}: val loss {:.4f}", start_step, evaluate());
-  if (hellaswag_total > 0) log_hellaswag(start_step, evaluate_hellaswag());
+  TrainSummary sum;
+  evaluate_start(start_step, sum);
   if (start_step >= cfg.steps) {
-    // A checkpoint evaluated, not trained: its validation loss above, its sample below.
-    log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
-         cfg.steps);
+    // A model evaluated, not trained: its validation loss above, its sample below.
+    if (start_step > 0)
+      log0("nothing to train: the checkpoint is at step {} and --steps is {}; validation and sample only", start_step,
+           cfg.steps);
+    else
+      log0("nothing to train: --steps is 0; validation and sample only");
     if (cfg.sample_tokens > 0) report_sample(start_step, sample(start_step));
   }
 
-  TrainSummary sum;
   sum.losses.reserve(std::max(cfg.steps - start_step, 0));  // no allocation in the loop
   sum.grad_norms.reserve(std::max(cfg.steps - start_step, 0));
   const float loss_scale = 1.f / float(tokens_per_step);
@@ -450,11 +462,11 @@ TrainSummary Trainer::Impl::run() {
     Timer t;
     reset_comm_stats();
     double loss = 0;
-    for (int m = 0; m < loader.accum_steps(); ++m) {
-      strategy->begin_micro_batch(m + 1 == loader.accum_steps());
+    for (int m = 0; m < loader->accum_steps(); ++m) {
+      strategy->begin_micro_batch(m + 1 == loader->accum_steps());
       {
         trace::Span d("data", "data");
-        loader.micro_batch(m, tokens.data(), targets.data());
+        loader->micro_batch(m, tokens.data(), targets.data());
       }
       micro_step(tokens.data(), targets.data(),
                  nan_grad_step(step + 1) ? std::numeric_limits<float>::quiet_NaN() : loss_scale);
@@ -495,7 +507,7 @@ TrainSummary Trainer::Impl::run() {
       trace::Span o("optimizer step", "optimizer");
       strategy->step(cfg.adam, {lr, ++optimizer_updates, clip_scale(norm, cfg.clip)});
     }
-    loader.advance();
+    loader->advance();
     const bool last = step + 1 == cfg.steps;
     const bool stopping = loss_and_stops[1] > 0 && !last;
     const double dt = t.seconds();
@@ -632,16 +644,22 @@ TrainSummary Trainer::Impl::run() {
                  {"final_val_loss", sum.final_val_loss},
                  {"final_hellaswag_acc", sum.final_hellaswag_acc},
                  {"final_hellaswag_acc_norm", sum.final_hellaswag_acc_norm}});
-  log0("summary ({}, {}, mesh {}; steps after {} warm-up):", count_of(world, "rank"), cfg.strategy,
-       to_string(mesh.shape()), kWarmupSteps);
+  log0("summary ({}, {}, mesh {}{}):", count_of(world, "rank"), cfg.strategy, to_string(mesh.shape()),
+       sum.losses.empty() ? std::string() : fmt::format("; steps after {} warm-up", kWarmupSteps));
+  const std::string evaluated =
+      (sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "") +
+      (sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
+                                         : "");
+  if (sum.losses.empty()) {  // evaluated only: no step's time or communication to report
+    log0("  no step trained | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB{}", sum.peak_bytes / 1048576.0,
+         sum.model_state_bytes / 1048576.0, evaluated);
+    return sum;
+  }
   log0("  tokens/s {:.0f} | MFU {:.1f}% | step {:.3f} s | peak mem/rank {:.1f} MiB | model state/rank {:.1f} MiB",
        sum.tokens_per_s, 100 * sum.mfu, sum.step_time_s, sum.peak_bytes / 1048576.0, sum.model_state_bytes / 1048576.0);
-  log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}%{}{}{}",
+  log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}",
        sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
-       sum.losses.empty() ? " | no step trained" : fmt::format(" | final loss {:.4f}", sum.losses.back()),
-       sum.final_val_loss >= 0 ? fmt::format(" | val loss {:.4f}", sum.final_val_loss) : "",
-       sum.final_hellaswag_acc_norm >= 0 ? fmt::format(" | hellaswag acc_norm {:.4f}", sum.final_hellaswag_acc_norm)
-                                         : "");
+       sum.losses.back(), evaluated);
   return sum;
 }
 

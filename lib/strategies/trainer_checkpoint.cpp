@@ -41,12 +41,12 @@ void Trainer::Impl::warn_if_data_stream_changed(const CheckpointMeta& meta) cons
         "differ from that run's",
         cfg.seed, saved_seed, meta.step);
   const int saved_seq_len = meta.config.value("seq_len", cfg.seq_len);
-  if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader.num_windows()))
+  if (saved_seq_len != cfg.seq_len || (meta.data_sequences > 0 && meta.data_sequences != loader->num_windows()))
     warn0(
         "resume: the training data are {} sequences of {} tokens here, {} of {} in the checkpoint's run: its "
         "data position (epoch {}, sequence {}) counts those, so the data after step {} are not the ones that run "
         "would have read next",
-        loader.num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
+        loader->num_windows(), cfg.seq_len, meta.data_sequences > 0 ? fmt::format("{}", meta.data_sequences) : "?",
         saved_seq_len, meta.data.epoch, meta.data.offset, meta.step);
 }
 
@@ -82,8 +82,10 @@ int Trainer::Impl::restore() {
     return 0;
   }
   strategy->after_load();
-  warn_if_data_stream_changed(*meta);
-  loader.seek(meta->data);
+  if (loader && meta->step < cfg.steps) {  // training follows: from the checkpoint's data position
+    warn_if_data_stream_changed(*meta);
+    loader->seek(meta->data);
+  }
   optimizer_updates = meta->optimizer_updates;
   skipped_in_a_row = int(meta->skipped_in_a_row);
   log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s", resume_path, meta->step, meta->strategy,
@@ -105,8 +107,8 @@ void Trainer::Impl::checkpoint(int steps_done) {
   meta.step = steps_done;
   meta.optimizer_updates = optimizer_updates;
   meta.skipped_in_a_row = skipped_in_a_row;
-  meta.data = loader.position();
-  meta.data_sequences = loader.num_windows();
+  meta.data = loader->position();  // a checkpoint is written after a step, which needs the data
+  meta.data_sequences = loader->num_windows();
   meta.seed = cfg.seed;
   meta.strategy = cfg.strategy;
   meta.mesh = to_string(mesh.shape());

@@ -108,6 +108,26 @@ void Trainer::Impl::log_hellaswag(int step, const ChoiceScore& h) const {
   log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples)", step, h.acc_norm, h.acc, hellaswag_total);
 }
 
+void Trainer::Impl::evaluate_start(int step, TrainSummary& sum) {
+  if (!val_loader && hellaswag_total == 0) return;
+  Timer t;
+  nlohmann::json rec{{"type", "eval"}, {"step", step}};
+  if (val_loader) {
+    sum.final_val_loss = evaluate();
+    rec["val_loss"] = sum.final_val_loss;
+    log0("step {}: val loss {:.4f}", step, sum.final_val_loss);
+  }
+  if (hellaswag_total > 0) {
+    const ChoiceScore h = evaluate_hellaswag();
+    sum.final_hellaswag_acc = h.acc;
+    sum.final_hellaswag_acc_norm = h.acc_norm;
+    rec["hellaswag"] = {{"acc", h.acc}, {"acc_norm", h.acc_norm}, {"examples", hellaswag_total}};
+    log_hellaswag(step, h);
+  }
+  rec["seconds"] = t.seconds();
+  metrics.write(rec);
+}
+
 std::string Trainer::Impl::sample(int step) {
   trace::Span t("sample", "eval");
   Timer timer;

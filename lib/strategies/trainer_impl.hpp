@@ -55,7 +55,8 @@ struct Trainer::Impl {
   std::string attention_note;  // attention auto: what was chosen and why
   std::string code_note;       // a GPU running PTX its driver compiles: resolve_code_note
   std::unique_ptr<UnitModel> model;
-  DataLoader loader;
+  // The training data; none with --steps 0 and no --data (evaluation only).
+  std::optional<DataLoader> loader;
   std::optional<DataLoader> val_loader;
   std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
   // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
@@ -205,6 +206,13 @@ struct Trainer::Impl {
   };
   ChoiceScore evaluate_hellaswag();
   void log_hellaswag(int step, const ChoiceScore& h) const;
+  // The model as the run starts (initialised, imported or restored at
+  // `step`), before any training: its validation loss and HellaSwag
+  // accuracy where asked for, logged and written to the metrics as
+  // {"type": "eval", "step", "val_loss", "hellaswag", "seconds"}; sum's
+  // final values hold them until a later evaluation replaces them (a run
+  // that trains nothing reports these).
+  void evaluate_start(int step, TrainSummary& sum);
 
   // Every rank generates the same tokens (same seed): sharded parameters are
   // gathered collectively. Only rank 0 prints the result.

@@ -32,7 +32,13 @@ assert last["val_loss"] < 2.8, "validation loss must fall under 2.8"
 for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_time_s", "mem", "comm"):
     assert k in last, k
 assert last["mem"]["params"] == recs[0]["params_stored"] * 4
-before = float(re.search(r"step 0: hellaswag acc_norm ([0-9.]+)", open(sys.argv[2]).read()).group(1))
+# Before training: the metrics' {"type": "eval"} record of step 0, as the log says it.
+start = [r for r in recs if r.get("type") == "eval"]
+assert len(start) == 1 and start[0]["step"] == 0 and recs.index(start[0]) < recs.index(steps[0]), start
+before = start[0]["hellaswag"]["acc_norm"]
+logged = float(re.search(r"step 0: hellaswag acc_norm ([0-9.]+)", open(sys.argv[2]).read()).group(1))
+assert abs(before - logged) < 1e-4 and start[0]["hellaswag"]["examples"] == 100, (start, logged)
+assert 5.0 < start[0]["val_loss"] < 6.0, start
 hs = last["hellaswag"]
 print(f"hellaswag acc_norm {before:.2f} before training, {hs['acc_norm']:.2f} (acc {hs['acc']:.2f}) after")
 assert hs["examples"] == 100, hs

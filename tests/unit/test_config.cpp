@@ -72,7 +72,13 @@ TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
   EXPECT_NE(error_of({"--data", "x", "--n-head", "3"}).find("invalid n_embd = 128: must be a multiple of n_head"),
             std::string::npos);
   EXPECT_NE(error_of({"--data", "x", "--bogus", "1"}).find("command line"), std::string::npos);
-  EXPECT_EQ(error_of({}), "missing data: give --data GLOB (llm.c token shards)");
+  EXPECT_EQ(error_of({}), "missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only");
+  // --steps 0 evaluates only, so it needs no training data; fewer steps are refused.
+  EXPECT_EQ(error_of({"--steps", "0"}), "");
+  EXPECT_EQ(parse({"--steps", "0", "--val-data", "v"}).steps, 0);
+  EXPECT_EQ(error_of({"--steps", "-1"}), "invalid steps = -1: must be >= 0");
+  EXPECT_EQ(error_of({"--steps", "1"}),
+            "missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only");
   EXPECT_EQ(error_of({"--data", "x", "--lr", "1e-3", "--min-lr", "2e-3"}),
             "invalid min-lr = 0.002: larger than lr = 0.001");
   EXPECT_EQ(error_of({"--data", "x", "--device", "cuda", "--gemm-autotune", "65"}),
