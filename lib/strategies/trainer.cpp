@@ -103,6 +103,11 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
   if (!cfg.val_data.empty()) {
     val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                      rank, world, cfg.seed, false, cfg.gpt.vocab_size});
+    // 0: every whole batch of micro-batches on all ranks the data hold (the loader makes sure of one).
+    val_batches =
+        cfg.val_batches > 0
+            ? cfg.val_batches
+            : int(std::min<int64_t>(INT32_MAX, val_loader->num_windows() / (int64_t(cfg.micro_batch) * world)));
   }
   // Made even where nothing samples or encodes, so that a --vocab or --merges that cannot be read, or a
   // tokenizer for another model, is an error now rather than in a later run that samples (or in ckpt_tool's
@@ -413,9 +418,10 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   if (val_loader) {
     // The validation reads the same sequences at every evaluation; more
     // than the data hold wrap around and count some twice.
-    const int64_t read = int64_t(cfg.val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
-    log0("validation: {} batches of {} x {} = {} sequences; the validation data hold {}", cfg.val_batches,
-         cfg.micro_batch, count_of(world, "rank"), read, held);
+    const int64_t read = int64_t(val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
+    log0("validation: {}{} batches of {} x {} = {} sequences{}; the validation data hold {}",
+         cfg.val_batches == 0 ? "all " : "", val_batches, cfg.micro_batch, count_of(world, "rank"), read,
+         cfg.val_batches == 0 ? " (--val-batches 0)" : "", held);
     if (read > held)
       warn0(
           "validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "

@@ -18,7 +18,7 @@ double Trainer::Impl::evaluate() {
   val_loader->seek({0, 0});
   reset_comm_stats();
   double sum = 0;
-  for (int b = 0; b < cfg.val_batches; ++b) {
+  for (int b = 0; b < val_batches; ++b) {
     val_loader->micro_batch(0, tokens.data(), targets.data());
     model->set_batch(tokens.data(), targets.data());
     forward_blocks();
@@ -28,7 +28,7 @@ double Trainer::Impl::evaluate() {
   }
   release_ends();
   last_eval_bytes = comm_since_reset().bytes;
-  return mean_over_ranks(sum / cfg.val_batches, "the validation loss mean over ranks");
+  return mean_over_ranks(sum / val_batches, "the validation loss mean over ranks");
 }
 
 void Trainer::Impl::load_hellaswag() {

@@ -58,6 +58,7 @@ struct Trainer::Impl {
   // The training data; none with --steps 0 and no --data (evaluation only).
   std::optional<DataLoader> loader;
   std::optional<DataLoader> val_loader;
+  int val_batches = 0;  // micro-batches per rank per validation: --val-batches, or (0) as many as val_loader holds
   std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
   // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
   // their endings as rows sorted longest first (a pass pads little), and

@@ -4,7 +4,8 @@
 # validation set of 93 sequences:
 #   1. --val-batches 100 (400 sequences): a warning naming 400, 93 and the
 #      largest count that reads each sequence at most once (23);
-#   2. --val-batches 23 (92 sequences): no warning;
+#   2. --val-batches 23 (92 sequences): no warning; --val-batches 0 reads
+#      as many, says so, and gives the same validation losses bit for bit;
 #   3. --eval-every without --val-data or --hellaswag and --sample-every with
 #      --sample-tokens 0 (tiny.toml's) warn that they do nothing;
 #   4. so do hybrid's --mesh and --hybrid-inner and ddp's --bucket-mb given
@@ -22,8 +23,15 @@ grep -q 'validation: 100 batches of 2 x 2 ranks = 400 sequences; the validation 
   { cat "$work/many.log"; fail "--val-batches 100: the log does not say what validation reads"; }
 grep -q 'warning.*validation: --val-batches 100 reads 400 sequences, but the validation data hold 93: some count more than once in the validation loss; --val-batches 23 reads each at most once' \
   "$work/many.log" || { cat "$work/many.log"; fail "--val-batches 100: no warning"; }
-tiny_run_ok fit 2 "${val[@]}" --val-batches 23
+tiny_run_ok fit 2 "${val[@]}" --val-batches 23 --metrics "$work/fit.jsonl"
 ! grep -q 'warning.*validation' "$work/fit.log" || { cat "$work/fit.log"; fail "--val-batches 23 warns"; }
+tiny_run_ok all 2 "${val[@]}" --val-batches 0 --metrics "$work/all.jsonl"
+grep -q 'validation: all 23 batches of 2 x 2 ranks = 92 sequences (--val-batches 0); the validation data hold 93' \
+  "$work/all.log" || { cat "$work/all.log"; fail "--val-batches 0: the log does not say what validation reads"; }
+! grep -q 'warning.*validation' "$work/all.log" || { cat "$work/all.log"; fail "--val-batches 0 warns"; }
+val_losses() { python3 -c 'import json, sys; print([r["val_loss"] for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r])' "$1"; }
+[[ "$(val_losses "$work/all.jsonl")" == "$(val_losses "$work/fit.jsonl")" && $(val_losses "$work/fit.jsonl") == *,*,* ]] ||
+  fail "--val-batches 0 and 23 differ: $(val_losses "$work/all.jsonl") against $(val_losses "$work/fit.jsonl")"
 # 3. --eval-every without --val-data or --hellaswag, and --sample-every with --sample-tokens 0, say that they do nothing.
 tiny_run_ok off 2 --steps 2 --eval-every 1 --sample-every 1
 grep -q 'warning.*--eval-every 1 without --val-data or --hellaswag: there is no validation' "$work/off.log" ||
