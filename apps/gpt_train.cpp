@@ -85,8 +85,9 @@ int main(int argc, char** argv) {
     trainer.emplace(cfg, *env);
     const gpt::TrainSummary summary = trainer->run();
     if (!summary.stop_signal.empty()) {
-      gpt::log0("stopped early on {} after step {} of {}; exit {}{}", summary.stop_signal, summary.steps_done,
-                cfg.steps, gpt::kExitStoppedEarly,
+      gpt::log0("stopped early {} after step {} of {}; exit {}{}",
+                summary.stop_signal == gpt::kTimeLimitStop ? "at --time-limit" : "on " + summary.stop_signal,
+                summary.steps_done, cfg.steps, gpt::kExitStoppedEarly,
                 cfg.ckpt_dir.empty() ? "" : " (--resume auto in the same --ckpt-dir continues the run)");
       exit_code = gpt::kExitStoppedEarly;
     }

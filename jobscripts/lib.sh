@@ -72,9 +72,10 @@ gpt_forward_usr1() {
 # exits 75 after checkpointing the step it stopped after: the warning the
 # job scripts ask SLURM to send every rank 180 s before the time limit
 # (#SBATCH --signal=USR1@180), `scancel --signal=USR1 JOB`, or a
-# preemption's SIGTERM. With checkpoints on (GPT_CKPT_EVERY, which also
-# sets --resume auto) the job then requeues itself and resumes from that
-# checkpoint; without them it fails with 75.
+# preemption's SIGTERM; or at gpt_train's own --time-limit. With
+# checkpoints on (GPT_CKPT_EVERY, which also sets --resume auto) the job
+# then requeues itself and resumes from that checkpoint; without them it
+# fails with 75.
 #
 # Not when the run stopped sooner than GPT_STOP_MIN_S (60) after it
 # started: that is a time limit shorter than the warning's lead time, and

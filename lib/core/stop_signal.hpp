@@ -21,9 +21,13 @@ int stop_signal();
 // "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".
 const char* signal_name(int sig);
 
-// The exit code of a run that stopped early on a signal, its checkpoint
+// The exit code of a run that stopped early on a signal (or at --time-limit), its checkpoint
 // written: EX_TEMPFAIL (sysexits.h), "try again later". Job scripts requeue
 // on it.
 inline constexpr int kExitStoppedEarly = 75;
+
+// What stopped a run that reached --time-limit, where a signal's name would
+// be (the trainer's summary, the metrics' "stop_signal"): it ends the same way.
+inline constexpr const char* kTimeLimitStop = "time-limit";
 
 }  // namespace gpt

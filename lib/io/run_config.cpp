@@ -12,6 +12,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "core/build_info.hpp"
 #include "core/bytes.hpp"
@@ -60,6 +62,38 @@ double parse_double(const std::string& key, const std::string& v, double lo, dou
 
 float parse_float(const std::string& key, const std::string& v, double lo, double hi) {
   return static_cast<float>(parse_double(key, v, lo, hi));
+}
+
+// A duration in the forms of SLURM's --time, in whole numbers: minutes,
+// MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS. Returns seconds.
+double parse_duration(const std::string& key, const std::string& v) {
+  const auto bad = [&] {
+    return ConfigError(
+        fmt::format("invalid {} = '{}': expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+                    "D-HH:MM:SS (the forms of SLURM's --time)",
+                    key, v));
+  };
+  const auto whole = [&](std::string_view part) {
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string_view::npos) throw bad();
+    return double(std::stoll(std::string(part)));
+  };
+  std::string_view rest = v;
+  double days = -1;
+  if (const size_t dash = rest.find('-'); dash != std::string_view::npos) {
+    days = whole(rest.substr(0, dash));
+    rest.remove_prefix(dash + 1);
+  }
+  std::vector<double> parts;
+  for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
+    parts.push_back(whole(rest.substr(0, colon)));
+  parts.push_back(whole(rest));
+  if (parts.size() > 3) throw bad();
+  if (days >= 0) {  // D-HH[:MM[:SS]]
+    parts.resize(3, 0.0);
+    return ((days * 24 + parts[0]) * 60 + parts[1]) * 60 + parts[2];
+  }
+  if (parts.size() == 3) return (parts[0] * 60 + parts[1]) * 60 + parts[2];  // HH:MM:SS
+  return parts[0] * 60 + (parts.size() == 2 ? parts[1] : 0.0);               // MM[:SS]
 }
 
 bool parse_bool(const std::string& key, const std::string& v) {
@@ -239,6 +273,10 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.keep_last = parse_int("keep-last", v, 0); }},
       {"ckpt-async", "snapshot the state and write checkpoints in the background", nullptr,
        [](C& c, P&, S v) { c.ckpt_async = parse_bool("ckpt-async", v); }},
+      {"time-limit",
+       "stop as on SIGUSR1 (a checkpoint, exit 75) once the next step would end past this long after the start: "
+       "minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, as SLURM's --time (0: no limit)",
+       "TIME", [](C& c, P&, S v) { c.time_limit_s = parse_duration("time-limit", v); }},
       {"resume", "auto (newest complete checkpoint in ckpt-dir that loads, if any) or a checkpoint directory",
        "auto|DIR", [](C& c, P&, S v) { c.resume = v; }},
       {"init-from",
@@ -506,6 +544,7 @@ nlohmann::json RunConfig::to_json() const {
       {"attention", attention},
       {"comm", comm},
       {"comm_timeout", comm_timeout_s},
+      {"time_limit_s", time_limit_s},
       {"mesh", mesh},
       {"threads", threads},
       {"data", data},

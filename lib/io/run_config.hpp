@@ -80,6 +80,10 @@ struct RunConfig {
   int ckpt_every = 0;    // 0: only at the end of the run (when ckpt_dir is set)
   int keep_last = 0;     // 0: keep all
   bool ckpt_async = false;  // snapshot, then write in the background while training continues
+  // Seconds after the start past which no step may end: the run stops after
+  // the last step that ends before it, as on a stop signal (a checkpoint,
+  // exit 75; core/stop_signal.hpp). 0: no limit.
+  double time_limit_s = 0;
   std::string resume;    // "": fresh start; "auto": newest in ckpt_dir; else a checkpoint directory
   std::string init_from;  // start from these weights (llm.c .bin or HDF5 export) when not resuming
   // output

@@ -392,6 +392,11 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
     log0("learning rate: none (--steps 0: evaluation only)");
   else
     log0("learning rate: {}", sched.describe());
+  if (cfg.time_limit_s > 0)
+    log0(
+        "time limit: {:.0f} s after the start (--time-limit): the run stops after the last step that ends within it, "
+        "as on SIGUSR1 (its checkpoint, exit 75)",
+        cfg.time_limit_s);
   if (cfg.warmup > cfg.steps && cfg.steps > 0)
     warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
           cfg.lr);
@@ -500,8 +505,12 @@ TrainSummary Trainer::Impl::run() {
     // It comes before the update: a step whose loss or gradient norm is not
     // finite is never applied, and every rank decides that alike from
     // these two global values.
-    double loss_and_stops[2] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0};
-    bounded_allreduce(loss_and_stops, 2, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
+    // --time-limit: ranks past it are counted the same way. The next step is
+    // taken to last as long as this one (nearly done here) or the last one.
+    const double step_s = std::max(t.seconds(), last_step_s);
+    const bool out_of_time = cfg.time_limit_s > 0 && since_start.seconds() + step_s > cfg.time_limit_s;
+    double loss_and_stops[3] = {local_loss, stop_signal() != 0 ? 1.0 : 0.0, out_of_time ? 1.0 : 0.0};
+    bounded_allreduce(loss_and_stops, 3, MPI_DOUBLE, MPI_SUM, base, "the loss mean over ranks");
     loss = loss_and_stops[0] / world;
     const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
     if (skipped) {
@@ -515,8 +524,9 @@ TrainSummary Trainer::Impl::run() {
     }
     loader->advance();
     const bool last = step + 1 == cfg.steps;
-    const bool stopping = loss_and_stops[1] > 0 && !last;
+    const bool stopping = (loss_and_stops[1] > 0 || loss_and_stops[2] > 0) && !last;
     const double dt = t.seconds();
+    last_step_s = dt;
     step_span.reset();
     const CommTotals comm = comm_since_reset();
     comm_bytes = comm.bytes;
@@ -576,13 +586,21 @@ TrainSummary Trainer::Impl::run() {
           step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0, format_eta(eta));
     }
     if (stopping) {  // once per run
-      int sig = stop_signal();
-      bounded_allreduce(&sig, 1, MPI_INT, MPI_MAX, base, "the stop signal over ranks");
-      sum.stop_signal = signal_name(sig);
-      log0("stopping after step {} of {}: {} on {} of {} ranks; {}", step + 1, cfg.steps, sum.stop_signal,
-           int(loss_and_stops[1]), world,
-           cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"
-                                : fmt::format("the checkpoint of step {} follows", step + 1));
+      const std::string then = cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"
+                                                    : fmt::format("the checkpoint of step {} follows", step + 1);
+      if (loss_and_stops[1] > 0) {  // a signal, whether or not the time is up too
+        int sig = stop_signal();
+        bounded_allreduce(&sig, 1, MPI_INT, MPI_MAX, base, "the stop signal over ranks");
+        sum.stop_signal = signal_name(sig);
+        log0("stopping after step {} of {}: {} on {} of {} ranks; {}", step + 1, cfg.steps, sum.stop_signal,
+             int(loss_and_stops[1]), world, then);
+      } else {
+        sum.stop_signal = kTimeLimitStop;
+        log0(
+            "stopping after step {} of {}: the next step would end past --time-limit ({:.1f} s after the start; "
+            "{:.2f} s now, a step {:.3f} s) on {} of {} ranks; {}",
+            step + 1, cfg.steps, cfg.time_limit_s, since_start.seconds(), step_s, int(loss_and_stops[2]), world, then);
+      }
     }
     if (!cfg.ckpt_dir.empty() && ((cfg.ckpt_every > 0 && (step + 1) % cfg.ckpt_every == 0) || last || stopping))
       checkpoint(step + 1);

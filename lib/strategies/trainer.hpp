@@ -34,7 +34,8 @@ struct TrainSummary {
   std::string strategy, mesh, hybrid_inner;  // as run (strategy auto: the planner's choice)
   double comm_s_per_step = 0, exposed_s_per_step = 0;
   int steps_done = 0;        // the optimizer steps done when the run ended (a resume's earlier ones included)
-  std::string stop_signal;   // "SIGUSR1", ...: the run stopped early on it (core/stop_signal.hpp); empty otherwise
+  // "SIGUSR1", ...: the run stopped early on it, or "time-limit" (core/stop_signal.hpp); empty otherwise
+  std::string stop_signal;
   int skipped_steps = 0;     // steps of this run not applied: loss or gradient norm not finite (--skip-nonfinite)
 };
 

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -59,6 +60,24 @@ TEST(RunConfig, TomlThenCommandLineOverrides) {
   }
   EXPECT_NE(error_of({"--config", p.string()}).find("unknown key 'learning_rate'"), std::string::npos);
   std::filesystem::remove(p);
+}
+
+TEST(RunConfig, TimeLimitTakesSlurmsTimeForms) {
+  const auto limit = [](const std::string& v) { return parse({"--data", "x", "--time-limit", v}).time_limit_s; };
+  EXPECT_EQ(parse({"--data", "x"}).time_limit_s, 0);  // no limit by default
+  EXPECT_EQ(limit("0"), 0);
+  EXPECT_EQ(limit("90"), 90 * 60);                       // minutes
+  EXPECT_EQ(limit("1:30"), 90);                          // MM:SS
+  EXPECT_EQ(limit("02:00:05"), 2 * 3600 + 5);            // HH:MM:SS
+  EXPECT_EQ(limit("2-0"), 2 * 86400);                    // D-HH
+  EXPECT_EQ(limit("1-2:3"), 86400 + 2 * 3600 + 3 * 60);  // D-HH:MM
+  EXPECT_EQ(limit("1-2:3:4"), 86400 + 2 * 3600 + 3 * 60 + 4);
+  const std::string forms =
+      "expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (the forms of SLURM's --time)";
+  for (const char* bad :
+       {"", "1:2:3:4", "1-2:3:4:5", "-5", "5-", "1:", ":30", "1.5", "1h", "1 2", "1--2", "1234567890"})
+    EXPECT_EQ(error_of({"--data", "x", "--time-limit", bad}), fmt::format("invalid time-limit = '{}': {}", bad, forms))
+        << bad;
 }
 
 TEST(RunConfig, InvalidValuesNameTheKeyAndValue) {
