@@ -34,8 +34,8 @@
 namespace gpt {
 
 struct Trainer::Impl {
-  Timer since_start;        // --time-limit counts from here, the trainer's start (MPI's is before it)
-  double last_step_s = 0;   // the last step's time: --time-limit's estimate of the next one
+  Timer since_start;           // --time-limit counts from here, the trainer's start (MPI's is before it)
+  double last_step_s = 0;      // the last step's time: --time-limit's estimate of the next one
   std::string threads_note;    // --threads 0: how the node's cores were shared
   std::string auto_note;       // strategy auto: why the planner chose what runs
   std::string comm_note;       // comm auto: what was chosen and why
