@@ -94,12 +94,43 @@ gpt_train_or_requeue() {
   exit 0  # not reached when SLURM ends this script as it requeues the job
 }
 
+# The seconds SLURM gives this job still (squeue's %L: [D-][HH:]MM:SS);
+# nothing for a job without a limit (UNLIMITED) or outside SLURM.
+gpt_time_left_s() {
+  local left
+  [[ -n "${SLURM_JOB_ID:-}" ]] || return 0
+  left=$(squeue -h -j "$SLURM_JOB_ID" -o %L) || gpt_die "squeue -j $SLURM_JOB_ID -o %L failed (GPT_TIME_LIMIT=auto)"
+  [[ $left =~ ^(([0-9]+)-)?(([0-9]+):)?([0-9]+):([0-9]+)$ ]] || return 0
+  echo $(( ((10#${BASH_REMATCH[2]:-0} * 24 + 10#${BASH_REMATCH[4]:-0}) * 60 + 10#${BASH_REMATCH[5]}) * 60 \
+    + 10#${BASH_REMATCH[6]} ))
+}
+
+# gpt_train's --time-limit from GPT_TIME_LIMIT: a TIME as gpt_train takes it
+# (SLURM's --time forms), or auto: the job's time left as the script starts
+# less GPT_TIME_MARGIN_S (default 300) for the stop's checkpoint and the
+# start-up before gpt_train's clock starts. Sets `limit` ("" for none).
+gpt_time_limit() {
+  limit="${GPT_TIME_LIMIT:-}"
+  [[ $limit == auto ]] || return 0
+  local left margin="${GPT_TIME_MARGIN_S:-300}"
+  left=$(gpt_time_left_s) || exit 2
+  if [[ -z $left ]]; then
+    limit=""
+    echo "time limit: GPT_TIME_LIMIT=auto, but the job has none: no --time-limit"
+    return 0
+  fi
+  ((left > margin)) || gpt_die "GPT_TIME_LIMIT=auto: the job has ${left} s left, not more than GPT_TIME_MARGIN_S=$margin"
+  limit=$(printf '%d:%02d' $(((left - margin) / 60)) $(((left - margin) % 60)))
+  echo "time limit: --time-limit $limit (${left} s left in the job, less GPT_TIME_MARGIN_S=$margin)"
+}
+
 # gpt_train flags from GPT_* variables (empty ones are left to the config).
 #   GPT_CONFIG (default input/default.toml) GPT_MODEL GPT_DATA GPT_STEPS
 #   GPT_OUT (default runs/$SLURM_JOB_ID): metrics.jsonl, ckpt/, trace.json
 #   GPT_CKPT_EVERY (checkpoint every N steps, resume from the newest: requeue-safe)
 #   GPT_TRACE=1 (write $GPT_OUT/trace.json)
 #   GPT_STOP_MIN_S (default 60: see gpt_train_or_requeue)
+#   GPT_TIME_LIMIT (a --time-limit, or auto), GPT_TIME_MARGIN_S (default 300): see gpt_time_limit
 gpt_train_args() {
   out="${GPT_OUT:-$root/runs/${SLURM_JOB_ID:-local}}"
   mkdir -p "$out"
@@ -109,6 +140,8 @@ gpt_train_args() {
   [[ -n "${GPT_STEPS:-}" ]] && args+=(--steps "$GPT_STEPS")
   [[ -n "${GPT_CKPT_EVERY:-}" ]] && args+=(--ckpt-dir "$out/ckpt" --ckpt-every "$GPT_CKPT_EVERY" --resume auto)
   [[ "${GPT_TRACE:-0}" == 1 ]] && args+=(--trace "$out/trace.json")
+  gpt_time_limit
+  [[ -n "$limit" ]] && args+=(--time-limit "$limit")
   return 0
 }
 

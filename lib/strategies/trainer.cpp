@@ -97,7 +97,8 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       nan_grad_steps(nan_grad_steps_for_test()) {
   note_progress("the model and the data");
   if (!loader) {  // evaluation only (--steps 0); the batch must still divide, as it does for a run that trains
-    if (cfg.steps > 0) throw ConfigError("missing data: give --data GLOB (llm.c token shards)");
+    if (cfg.steps > 0)
+      throw ConfigError("missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only");
     accum_steps(cfg.global_batch, cfg.micro_batch, world);
   }
   if (!cfg.val_data.empty()) {
@@ -394,9 +395,9 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
     log0("learning rate: {}", sched.describe());
   if (cfg.time_limit_s > 0)
     log0(
-        "time limit: {:.0f} s after the start (--time-limit): the run stops after the last step that ends within it, "
-        "as on SIGUSR1 (its checkpoint, exit 75)",
-        cfg.time_limit_s);
+        "time limit: {:.0f} s ({}) after the start (--time-limit): the run stops after the last step that ends "
+        "within it, as on SIGUSR1 (its checkpoint, exit 75)",
+        cfg.time_limit_s, format_eta(cfg.time_limit_s));
   if (cfg.warmup > cfg.steps && cfg.steps > 0)
     warn0("--warmup {} is longer than --steps {}: the learning rate never reaches --lr {}", cfg.warmup, cfg.steps,
           cfg.lr);

@@ -130,6 +130,22 @@ n=$(sed -n 's/.*stopping after step \([0-9]*\) of 4000: SIGUSR1.*/\1/p' "$work/s
 grep -q "resumed from .*step_$(printf %08d "$n")" "$work/stop-$id.out" || fail "the requeued run did not resume from step $n"
 json_check "$work/stop/metrics.jsonl" "[r['step'] for r in steps] == list(range(1, 4001)) and [(r['steps_done'], r['stop_signal']) for r in recs if r.get('type') == 'summary'] == [($n, 'SIGUSR1'), (4000, None)]"
 
+echo "== train.sbatch stopped by the clock (GPT_TIME_LIMIT=auto: --time-limit from the job's time left): requeued until done"
+# 10 minutes less a margin of 590 s: each piece stops about 10 s after its
+# start (SLURM's own USR1@180 would come only after 7 minutes). The 12000
+# steps take 18 s on an idle machine, three times that under load.
+id=$(GPT_OUT="$work/clock" GPT_CKPT_EVERY=50000 GPT_STEPS=12000 GPT_STOP_MIN_S=0 GPT_TIME_LIMIT=auto GPT_TIME_MARGIN_S=590 \
+  sbatch --parsable --ntasks=2 --time=10 --output="$work/clock-%j.out" "$root/jobscripts/train.sbatch" --strategy zero3 \
+  --log-every 500)
+state=$(wait_job "$id")
+[[ "$state" == COMPLETED ]] || fail "train.sbatch job $id with GPT_TIME_LIMIT=auto ended $state"
+grep -qE '^time limit: --time-limit 0:(0[0-9]|10) \((59[0-9]|600) s left in the job, less GPT_TIME_MARGIN_S=590\)' "$work/clock-$id.out" ||
+  fail "job $id: no 'time limit' line from the job's time left"
+grep -q 'stopped early at --time-limit after step' "$work/clock-$id.out" || fail "job $id never stopped at --time-limit"
+restarts=$(scontrol show job "$id" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+((restarts >= 1)) || fail "job $id was not requeued"
+json_check "$work/clock/metrics.jsonl" "[r['step'] for r in steps] == list(range(1, 12001)) and [r['stop_signal'] for r in recs if r.get('type') == 'summary'] == ['time-limit'] * $restarts + [None]"
+
 echo "== a stop soon after the start (a time limit shorter than the warning's lead time) is not requeued: no requeue loop"
 id=$(GPT_OUT="$work/early" GPT_CKPT_EVERY=5000 GPT_STEPS=4000 sbatch --parsable --ntasks=2 \
   --output="$work/early-%j.out" "$root/jobscripts/train.sbatch" --strategy zero3 --log-every 500)
