@@ -73,7 +73,8 @@ echo "ok: --skip-done kept the 3 finished runs and reran the failed one"
 # 'stopped' (and which step), the sweep exits 75.
 #   usr1: SIGUSR1 to mpirun, which forwards it: the run exits 75 after a step;
 #   int:  SIGINT to the sweep's process group, as Ctrl-C sends it: the sweep
-#         waits for the run (which mpirun ends early) and stops after it.
+#         waits for the run (which mpirun ends early) and stops after it;
+#   clock: no signal, the run's own --time-limit 0:02 (exit 75 the same way).
 first_step() {  # waits until the run's metrics hold a step
   for _ in $(seq 600); do
     grep -q '"grad_norm"' "$1" 2>/dev/null && return 0
@@ -81,12 +82,16 @@ first_step() {  # waits until the run's metrics hold a step
   done
   echo "FAIL: no step in $1 within 60 s"; exit 1
 }
-for how in usr1 int; do
+for how in usr1 int clock; do
+  extra=(); [[ $how == clock ]] && extra=(-- --time-limit 0:02)
   setsid "$root/scripts/sweep" run --strategies ddp,zero3 --ranks 2 --steps 100000 --config "$work/tiny.toml" \
-    --build "$build" --out "$work/stop_$how" --launcher mpirun >"$work/stop_$how.log" 2>&1 &
+    --build "$build" --out "$work/stop_$how" --launcher mpirun "${extra[@]}" >"$work/stop_$how.log" 2>&1 &
   pid=$!
   first_step "$work/stop_$how/runs/ddp/metrics.jsonl"
-  if [[ $how == usr1 ]]; then kill -USR1 "$(pgrep -P "$pid" mpirun)"; else kill -INT -- "-$pid"; fi
+  case $how in
+    usr1) kill -USR1 "$(pgrep -P "$pid" mpirun)" ;;
+    int) kill -INT -- "-$pid" ;;
+  esac
   rc=0; wait "$pid" || rc=$?
   [[ $rc == 75 ]] || { cat "$work/stop_$how.log"; echo "FAIL: $how: the sweep exited $rc, expected 75"; exit 1; }
   python3 - "$work/stop_$how" "$how" <<'PY'
@@ -94,7 +99,8 @@ import csv, os, re, sys
 d, how = sys.argv[1:]
 rows = {r["name"]: r for r in csv.DictReader(open(os.path.join(d, "report.csv")))}
 assert rows["ddp"]["status"] == "stopped", rows["ddp"]
-want = r"stopped by SIGUSR1 after step \d+ of 100000" if how == "usr1" else r"stopped by SIGINT"
+want = {"usr1": r"stopped by SIGUSR1 after step \d+ of 100000", "int": r"stopped by SIGINT",
+        "clock": r"stopped by --time-limit after step \d+ of 100000"}[how]
 assert re.match(want, rows["ddp"]["error"]), rows["ddp"]["error"]
 assert rows["zero3"]["status"] == "not run", rows["zero3"]
 assert "1 stopped, 1 not run" in open(os.path.join(d, "report.md")).read()
