@@ -59,7 +59,8 @@ void MetricsWriter::write(const StepRecord& r) {
   fmt::format_to(out, "{{\"comm\":{{\"bytes\":{},\"calls\":{}", r.comm_bytes, r.comm_calls);
   append_number(line_, ",\"exposed_s\":", r.comm_exposed_s);
   append_number(line_, ",\"time_s\":", r.comm_time_s);
-  append_number(line_, "},\"grad_norm\":", r.grad_norm);
+  append_number(line_, "},\"elapsed_s\":", r.elapsed_s);
+  append_number(line_, ",\"grad_norm\":", r.grad_norm);
   if (r.hellaswag_acc) {
     append_number(line_, ",\"hellaswag\":{\"acc\":", *r.hellaswag_acc);
     append_number(line_, ",\"acc_norm\":", r.hellaswag_acc_norm.value_or(0));

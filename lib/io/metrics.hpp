@@ -18,6 +18,7 @@ namespace gpt {
 struct StepRecord {
   int step = 0;
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, mfu = 0, step_time_s = 0;
+  double elapsed_s = 0;  // since the trainer's start (the clock --time-limit reads), at the step's end
   // Largest over ranks, bytes.
   int64_t mem_params = 0, mem_grads = 0, mem_optim = 0, mem_activations = 0, mem_buffers = 0, mem_peak = 0;
   int64_t comm_bytes = 0, comm_calls = 0;

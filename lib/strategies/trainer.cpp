@@ -578,6 +578,7 @@ TrainSummary Trainer::Impl::run() {
       sum.final_hellaswag_acc_norm = h.acc_norm;
       log_hellaswag(step + 1, h);
     }
+    rec.elapsed_s = since_start.seconds();  // after the validation, which the wall clock includes
     metrics.write(rec);
     if ((step + 1) % cfg.log_every == 0 || last) {
       const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);

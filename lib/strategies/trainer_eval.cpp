@@ -125,6 +125,7 @@ void Trainer::Impl::evaluate_start(int step, TrainSummary& sum) {
     log_hellaswag(step, h);
   }
   rec["seconds"] = t.seconds();
+  rec["elapsed_s"] = since_start.seconds();
   metrics.write(rec);
 }
 

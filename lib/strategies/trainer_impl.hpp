@@ -213,7 +213,7 @@ struct Trainer::Impl {
   // The model as the run starts (initialised, imported or restored at
   // `step`), before any training: its validation loss and HellaSwag
   // accuracy where asked for, logged and written to the metrics as
-  // {"type": "eval", "step", "val_loss", "hellaswag", "seconds"}; sum's
+  // {"type": "eval", "step", "val_loss", "hellaswag", "seconds", "elapsed_s"}; sum's
   // final values hold them until a later evaluation replaces them (a run
   // that trains nothing reports these).
   void evaluate_start(int step, TrainSummary& sum);

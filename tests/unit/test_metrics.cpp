@@ -25,6 +25,7 @@ nlohmann::json as_json(const StepRecord& r) {
                       {"tokens_per_s", r.tokens_per_s},
                       {"mfu", r.mfu},
                       {"step_time_s", r.step_time_s},
+                      {"elapsed_s", r.elapsed_s},
                       {"mem",
                        {{"params", r.mem_params},
                         {"grads", r.mem_grads},
@@ -60,6 +61,7 @@ TEST(Metrics, StepRecordIsWhatNlohmannJsonWrites) {
   records[0].comm_bytes = 123456789012;
   records[0].comm_calls = 45;
   records[0].comm_time_s = 1e-7;
+  records[0].elapsed_s = 3601.25;
   records[1] = {2, 3.0, 0.0, 1e300, -2.5e-5, 0, 12};  // whole numbers, exponents, a negative
   records[1].val_loss = 4.25;
   records[1].hellaswag_acc = 2869 / 10042.0;  // --hellaswag
