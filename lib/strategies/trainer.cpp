@@ -405,6 +405,8 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   // Asked for, but switched off by another flag (a config file's value and a command line's, say).
   if (cfg.eval_every > 0 && !val_loader && hellaswag_total == 0)
     warn0("--eval-every {} without --val-data or --hellaswag: there is no validation", cfg.eval_every);
+  if (cfg.steps == 0 && !val_loader && hellaswag_total == 0 && cfg.sample_tokens == 0)
+    warn0("--steps 0 without --val-data, --hellaswag or --sample-tokens: there is nothing to evaluate");
   if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
     warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
   if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)

@@ -14,7 +14,8 @@
 #   3. --steps 0 --init-from run 1's checkpoint, zero2: run 1's step 6 bit for
 #      bit;
 #   4. --steps 0 --resume that checkpoint: the eval record is at step 6;
-#   5. --steps 3 without data: one line naming the missing --data.
+#   5. --steps 0 with nothing to evaluate warns; --steps 3 without data is
+#      one line naming the missing --data.
 #   eval_only.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -72,6 +73,10 @@ for name, step, want in (("fresh", 0, start[0]), ("imported", 0, end), ("resumed
     assert s["type"] == "summary" and s["steps_done"] == step and s["final_loss"] == -1, (name, s)
     assert s["final_val_loss"] == ev[0]["val_loss"] and s["final_hellaswag_acc_norm"] == ev[0]["hellaswag"]["acc_norm"], s
 PY
+# Nothing to evaluate: a warning says so.
+nodata_run idle 1 --steps 0 && grep -q 'warning.*--steps 0 without --val-data, --hellaswag or --sample-tokens: there is nothing to evaluate' \
+  "$work/idle.log" || { cat "$work/idle.log"; fail "--steps 0 with nothing to evaluate: no warning"; }
+! grep -q 'nothing to evaluate' "$work/fresh.log" || fail "an evaluation run warns that there is nothing to evaluate"
 rc=0; nodata_run nodata 2 --steps 3 || rc=$?
 (( rc != 0 )) && grep -q 'error: missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only' \
   "$work/nodata.log" || { cat "$work/nodata.log"; fail "--steps 3 without data (exit $rc)"; }
