@@ -26,8 +26,9 @@ read -r n now step < <(sed -n 's/.*stopping after step \([0-9]*\) of .*; \([0-9.
 grep -qF "the next step would end past --time-limit (3.0 s after the start;" <<<"$line" || fail "the stop line: $line"
 # (Rank 0's time: where only rank 1 was past the limit, rank 0's clock,
 # started a little earlier, is a little behind: 0.5 s allows for that.)
-python3 -c "import sys; now, step = float(sys.argv[1]), float(sys.argv[2]); assert now + step > 2.5 and now < 4, (now, step)" \
-  "$now" "$step" || fail "stopped at $now s with steps of $step s, for a limit of 3 s"
+# (A machine so loaded that the start-up took the 3 s stops after step 1.)
+python3 -c "import sys; n, now, step = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); assert n == 1 or (now + step > 2.5 and now < 4), (n, now, step)" \
+  "$n" "$now" "$step" || fail "stopped after step $n at $now s with steps of $step s, for a limit of 3 s"
 ((n >= 1 && n < steps)) || fail "stopped after step $n"
 [[ -f "$work/ckpt/step_$(printf %08d "$n")/COMPLETE" ]] || { ls "$work/ckpt"; fail "no checkpoint of step $n"; }
 grep -q "stopped early at --time-limit after step $n of $steps; exit 75" "$work/stop.log" ||
@@ -43,7 +44,7 @@ recs = [r for r in map(json.loads, open(sys.argv[1])) if "type" not in r]
 assert [r["step"] for r in recs] == list(range(1, n + 7)), [r["step"] for r in recs][-10:]
 # elapsed_s is the clock --time-limit reads: near 3 s at the stop, rising, and from 0 again in the resume
 first, second = [r["elapsed_s"] for r in recs[:n]], [r["elapsed_s"] for r in recs[n:]]
-assert 2.5 < first[-1] < 4.5 and first == sorted(first) and second == sorted(second), (first[-3:], second)
+assert (n == 1 or 2.5 < first[-1] < 4.5) and first == sorted(first) and second == sorted(second), (first[-3:], second)
 assert second[0] < first[-1], (first[-1], second[0])
 PY
 # 3. SLURM's forms only
