@@ -584,10 +584,14 @@ TrainSummary Trainer::Impl::run() {
     metrics.write(rec);
     if ((step + 1) % cfg.log_every == 0 || last) {
       const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);
+      // A run that --time-limit will stop before its end says when.
+      const double left = cfg.time_limit_s - since_start.seconds();
       log0(
           "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms | "
-          "comm {:.1f} MiB | eta {}",
-          step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0, format_eta(eta));
+          "comm {:.1f} MiB | eta {}{}",
+          step + 1, cfg.steps, loss, lr, norm, tps, 100 * mfu, 1000 * dt, comm.bytes / 1048576.0, format_eta(eta),
+          cfg.time_limit_s > 0 && eta > left ? fmt::format(" (--time-limit in {})", format_eta(std::max(left, 0.0)))
+                                             : std::string());
     }
     if (stopping) {  // once per run
       const std::string then = cfg.ckpt_dir.empty() ? "no --ckpt-dir, so nothing is saved"

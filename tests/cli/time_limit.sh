@@ -8,7 +8,8 @@
 #      since the start plus a step near 3 s (rank 0's clock may lag), the
 #      time alone within a second of it; the step it stopped after
 #      checkpointed; the summary saying "time-limit" and the steps done;
-#      the metrics holding those steps;
+#      the metrics holding those steps; the progress lines saying when the
+#      limit stops the run (the ETA is later);
 #   2. --resume auto with --steps N+6: exit 0, steps 1 to N+6 once each;
 #      the step records' elapsed_s (the same clock) near 3 s at the stop,
 #      rising, and counted again from the resume's start;
@@ -17,7 +18,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
 steps=100000
-args=(--micro-batch 4 --strategy zero3 --log-every 1000 --ckpt-dir "$work/ckpt" --metrics "$work/run.jsonl")
+args=(--micro-batch 4 --strategy zero3 --log-every 50 --ckpt-dir "$work/ckpt" --metrics "$work/run.jsonl")
 rc=0; tiny_run stop 2 "${args[@]}" --steps $steps --time-limit 0:03 || rc=$?
 [[ $rc == 75 ]] || { cat "$work/stop.log"; fail "the run with --time-limit 0:03: exit $rc, expected 75"; }
 line=$(grep 'stopping after step' "$work/stop.log") || { cat "$work/stop.log"; fail "no 'stopping after step' line"; }
@@ -31,6 +32,9 @@ python3 -c "import sys; n, now, step = int(sys.argv[1]), float(sys.argv[2]), flo
   "$n" "$now" "$step" || fail "stopped after step $n at $now s with steps of $step s, for a limit of 3 s"
 ((n >= 1 && n < steps)) || fail "stopped after step $n"
 [[ -f "$work/ckpt/step_$(printf %08d "$n")/COMPLETE" ]] || { ls "$work/ckpt"; fail "no checkpoint of step $n"; }
+# The progress lines say when the limit will stop the run, as its ETA is later (step 50's, where there is one).
+((n < 50)) || grep -qE "step +50/$steps \| .* \| eta [0-9hms]+ \(--time-limit in 0m0[0-3]s\)$" "$work/stop.log" ||
+  { cat "$work/stop.log"; fail "the progress line does not say when --time-limit stops the run"; }
 grep -q "stopped early at --time-limit after step $n of $steps; exit 75" "$work/stop.log" ||
   { cat "$work/stop.log"; fail "no closing line"; }
 grep '"type":"summary"' "$work/run.jsonl" | grep -q "\"steps_done\":$n,\"stop_signal\":\"time-limit\"" ||
