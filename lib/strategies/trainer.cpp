@@ -86,7 +86,8 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       attention_note(resolve_attention()),
       code_note(resolve_code_note()),
       model(backend ? backend->make_model(layout, model_options()) : make_host_model(layout, model_options(), &mem)),
-      loader(cfg.data.empty()
+      // --steps 0 needs no data; a run that trains without any fails in expand_globs ("empty data pattern").
+      loader(cfg.data.empty() && cfg.steps == 0
                  ? std::nullopt
                  : std::optional<DataLoader>(
                        std::in_place, LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch,
@@ -96,11 +97,8 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps},
       nan_grad_steps(nan_grad_steps_for_test()) {
   note_progress("the model and the data");
-  if (!loader) {  // evaluation only (--steps 0); the batch must still divide, as it does for a run that trains
-    if (cfg.steps > 0)
-      throw ConfigError("missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only");
-    accum_steps(cfg.global_batch, cfg.micro_batch, world);
-  }
+  // Evaluation only: the batch must still divide, as the loader makes sure where there is one.
+  if (!loader) accum_steps(cfg.global_batch, cfg.micro_batch, world);
   if (!cfg.val_data.empty()) {
     val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                      rank, world, cfg.seed, false, cfg.gpt.vocab_size});
@@ -335,6 +333,7 @@ std::array<int64_t, 6> Trainer::Impl::mem_max() {
 // The run's metrics header and start-up log: what runs, on what, and the
 // flags that change nothing as given. m0: mem_max() before the first step.
 void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
+  const int accum = accum_steps(cfg.global_batch, cfg.micro_batch, world);
   nlohmann::json header = {{"type", "run"},
                            {"config", cfg.to_json()},
                            {"strategy", cfg.strategy},
@@ -347,7 +346,7 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
                            {"params_stored", layout.total_numel()},
                            {"model_state_bytes", m0[0] + m0[1] + m0[2]},
                            {"train_tokens", loader ? loader->num_tokens() : 0},
-                           {"accum_steps", accum_steps(cfg.global_batch, cfg.micro_batch, world)},
+                           {"accum_steps", accum},
                            {"threads", num_threads()},
                            {"gemm_peak_flops", gemm_peak},
                            {"flops_per_token", train_flops_per_token(cfg.gpt, cfg.seq_len)},
@@ -387,8 +386,8 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   log0("data: {}; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak {:.1f} GFLOP/s{}",
        loader ? fmt::format("{} tokens, {} sequences", loader->num_tokens(), loader->num_windows())
               : std::string("none (--steps 0: evaluation only)"),
-       cfg.global_batch, cfg.micro_batch, accum_steps(cfg.global_batch, cfg.micro_batch, world), world,
-       count_of(num_threads(), "thread"), gemm_peak / 1e9, cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
+       cfg.global_batch, cfg.micro_batch, accum, world, count_of(num_threads(), "thread"), gemm_peak / 1e9,
+       cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
   if (cfg.steps == 0)
     log0("learning rate: none (--steps 0: evaluation only)");
   else
@@ -565,21 +564,7 @@ TrainSummary Trainer::Impl::run() {
     rec.comm_exposed_s = comm.exposed_s;
     rec.skipped = skipped;
     const bool eval_now = (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last;
-    if (val_loader && eval_now) {
-      const double vl = evaluate();
-      rec.val_loss = vl;
-      sum.final_val_loss = vl;
-      log0("step {}: val loss {:.4f}", step + 1, vl);
-    }
-    if (hellaswag_total > 0 && eval_now) {
-      const ChoiceScore h = evaluate_hellaswag();
-      rec.hellaswag_acc = h.acc;
-      rec.hellaswag_acc_norm = h.acc_norm;
-      rec.hellaswag_examples = hellaswag_total;
-      sum.final_hellaswag_acc = h.acc;
-      sum.final_hellaswag_acc_norm = h.acc_norm;
-      log_hellaswag(step + 1, h);
-    }
+    if (eval_now) evaluate_all(step + 1, rec, sum);
     rec.elapsed_s = since_start.seconds();  // after the validation, which the wall clock includes
     metrics.write(rec);
     if ((step + 1) % cfg.log_every == 0 || last) {

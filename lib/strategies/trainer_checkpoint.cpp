@@ -82,7 +82,7 @@ int Trainer::Impl::restore() {
     return 0;
   }
   strategy->after_load();
-  if (loader && meta->step < cfg.steps) {  // training follows: from the checkpoint's data position
+  if (meta->step < cfg.steps) {  // training follows (so there is data): from the checkpoint's data position
     warn_if_data_stream_changed(*meta);
     loader->seek(meta->data);
   }

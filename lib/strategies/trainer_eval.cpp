@@ -108,22 +108,30 @@ void Trainer::Impl::log_hellaswag(int step, const ChoiceScore& h) const {
   log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples)", step, h.acc_norm, h.acc, hellaswag_total);
 }
 
-void Trainer::Impl::evaluate_start(int step, TrainSummary& sum) {
-  if (!val_loader && hellaswag_total == 0) return;
-  Timer t;
-  nlohmann::json rec{{"type", "eval"}, {"step", step}};
+void Trainer::Impl::evaluate_all(int step, StepRecord& rec, TrainSummary& sum) {
   if (val_loader) {
-    sum.final_val_loss = evaluate();
-    rec["val_loss"] = sum.final_val_loss;
+    rec.val_loss = sum.final_val_loss = evaluate();
     log0("step {}: val loss {:.4f}", step, sum.final_val_loss);
   }
   if (hellaswag_total > 0) {
     const ChoiceScore h = evaluate_hellaswag();
-    sum.final_hellaswag_acc = h.acc;
-    sum.final_hellaswag_acc_norm = h.acc_norm;
-    rec["hellaswag"] = {{"acc", h.acc}, {"acc_norm", h.acc_norm}, {"examples", hellaswag_total}};
+    rec.hellaswag_acc = sum.final_hellaswag_acc = h.acc;
+    rec.hellaswag_acc_norm = sum.final_hellaswag_acc_norm = h.acc_norm;
+    rec.hellaswag_examples = hellaswag_total;
     log_hellaswag(step, h);
   }
+}
+
+void Trainer::Impl::evaluate_start(int step, TrainSummary& sum) {
+  if (!val_loader && hellaswag_total == 0) return;
+  Timer t;
+  StepRecord ev;
+  evaluate_all(step, ev, sum);
+  nlohmann::json rec{{"type", "eval"}, {"step", step}};
+  if (ev.val_loss) rec["val_loss"] = *ev.val_loss;
+  if (ev.hellaswag_acc)
+    rec["hellaswag"] = {
+        {"acc", *ev.hellaswag_acc}, {"acc_norm", *ev.hellaswag_acc_norm}, {"examples", hellaswag_total}};
   rec["seconds"] = t.seconds();
   rec["elapsed_s"] = since_start.seconds();
   metrics.write(rec);

@@ -58,7 +58,7 @@ struct Trainer::Impl {
   std::string attention_note;  // attention auto: what was chosen and why
   std::string code_note;       // a GPU running PTX its driver compiles: resolve_code_note
   std::unique_ptr<UnitModel> model;
-  // The training data; none with --steps 0 and no --data (evaluation only).
+  // The training data; none with --steps 0 and no --data (evaluation only), so always one where a step runs.
   std::optional<DataLoader> loader;
   std::optional<DataLoader> val_loader;
   int val_batches = 0;  // micro-batches per rank per validation: --val-batches, or (0) as many as val_loader holds
@@ -210,6 +210,9 @@ struct Trainer::Impl {
   };
   ChoiceScore evaluate_hellaswag();
   void log_hellaswag(int step, const ChoiceScore& h) const;
+  // Validation and HellaSwag where asked for, at `step`: logged, into rec's
+  // fields, and as sum's final values.
+  void evaluate_all(int step, StepRecord& rec, TrainSummary& sum);
   // The model as the run starts (initialised, imported or restored at
   // `step`), before any training: its validation loss and HellaSwag
   // accuracy where asked for, logged and written to the metrics as
