@@ -173,8 +173,12 @@ int main(int argc, char** argv) {
     c.headroom = headroom;
     const Plan p = make_plan(w, c);
     const ParamLayout layout(w.model);
-    const std::string memory_note = ckpt ? ", activation checkpointing"
-                                         : recompute != "none" ? ", recompute " + recompute : std::string();
+    // A --config of steps = 0 plans gpt_train's evaluation: the parameters alone and one block's activations.
+    const std::string memory_note =
+        !w.trains             ? ", evaluation only (steps = 0): the parameters alone (times: a training step's)"
+        : ckpt                ? ", activation checkpointing"
+        : recompute != "none" ? ", recompute " + recompute
+                              : std::string();
     std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
                 model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
                 w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <stdexcept>
 
 #include "io/h5.hpp"
 
@@ -128,6 +129,9 @@ void remove_leftover_partials(const std::string& ckpt_dir) {
 
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
                             const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last) {
+  for (const UnitSlice& s : slices)  // an evaluation-only strategy's slices hold no moments
+    if (s.end > s.begin && (!s.state[1] || !s.state[2]))
+      throw std::logic_error("save_checkpoint: a slice without optimizer moments");
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   const std::string name = step_name(meta.step);
@@ -377,7 +381,8 @@ std::string set_aside(const std::string& path) {
 }  // namespace
 
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                                        const std::vector<UnitSlice>& slices, double vote_wait_s) {
+                                        const std::vector<UnitSlice>& slices, double vote_wait_s,
+                                        CheckpointPart part) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The agreement after each attempt runs on a communicator of its own: a
@@ -395,7 +400,7 @@ NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm co
     std::string own;
     CheckpointMeta meta;
     try {
-      meta = load_checkpoint(*it, comm, layout, slices);
+      meta = load_checkpoint(*it, comm, layout, slices, part);
     } catch (const DamagedCheckpoint& e) {
       own = e.what();
       if (own.empty()) own = "damaged";

@@ -91,7 +91,8 @@ class DamagedCheckpoint : public DataError {
 };
 
 // What load_checkpoint reads: the whole state (a resume), or the parameters
-// only (--init-from a checkpoint: the moments in the slices are not touched).
+// only (--init-from a checkpoint, or an evaluation-only run's resume: the
+// moments in the slices are not touched, and may be null).
 enum class CheckpointPart { kAll, kParams };
 
 // Collective over comm. Reads each rank's slices from the checkpoint at
@@ -147,7 +148,8 @@ struct NewestCheckpoint {
 // only can leave the others in a collective read it will never join, so it
 // then throws its own DamagedCheckpoint, which ends the job.
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                                        const std::vector<UnitSlice>& slices, double vote_wait_s);
+                                        const std::vector<UnitSlice>& slices, double vote_wait_s,
+                                        CheckpointPart part = CheckpointPart::kAll);
 
 // Why `path` is not a checkpoint when it is what is easily given instead
 // (nothing at all, or the directory of checkpoints rather than one of them,

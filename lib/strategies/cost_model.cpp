@@ -182,8 +182,10 @@ MemoryCost memory_cost(const Workload& w, const Placement& p) {
   for (size_t u = 0; u < layout.num_units(); ++u) {
     const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
     m.params += f.param_bytes * (s.params_sharded ? sh.shard_numel : sh.padded_numel);
-    m.grads += s.grads_sharded ? f.accum_bytes * sh.shard_numel : f.grad_bytes * sh.padded_numel;
-    m.optim += f.optim_bytes * sh.shard_numel;
+    if (w.trains) {
+      m.grads += s.grads_sharded ? f.accum_bytes * sh.shard_numel : f.grad_bytes * sh.padded_numel;
+      m.optim += f.optim_bytes * sh.shard_numel;
+    }
     if (u == layout.embedding_unit()) emb_full = sh.padded_numel;
     else if (u == layout.final_unit()) fin_full = sh.padded_numel;
     else block_full = sh.padded_numel;
@@ -193,13 +195,14 @@ MemoryCost memory_cost(const Workload& w, const Placement& p) {
   // the micro-batch plus the current and prefetched block; zero2 and zero3:
   // a full gradient per unit in backward, with at most two reduce-scatters
   // in flight beside the one being accumulated.
+  // Evaluation only (!w.trains): no gradient is computed, so none is held or reduced.
   if (s.params_sharded) m.buffers += f.param_bytes * (emb_full + fin_full + 2 * block_full);
-  if (s.grads_sharded) m.buffers += f.grad_bytes * (emb_full + fin_full + 3 * block_full);
+  if (s.grads_sharded && w.trains) m.buffers += f.grad_bytes * (emb_full + fin_full + 3 * block_full);
   // Gradients reduced in another type than they are computed in (bf16
   // widened to fp32) go through a converted copy of each full unit: the
   // in-flight units above with sharded gradients; every unit, held until
   // the optimizer step, for ddp and zero1 (when they communicate at all).
-  if (f.reduce_bytes != f.grad_bytes) {
+  if (f.reduce_bytes != f.grad_bytes && w.trains) {
     const int64_t all_units = emb_full + fin_full + int64_t(layout.config().n_layer) * block_full;
     if (s.grads_sharded) m.buffers += f.reduce_bytes * (emb_full + fin_full + 3 * block_full);
     else if (s.S > 1 || s.R > 1) m.buffers += f.reduce_bytes * all_units;

@@ -63,6 +63,9 @@ struct Workload {
   // (attention_cudnn_backward_data_bytes, attention_cudnn_engine_bytes: an
   // H100's or H200's). auto is decided on the GPU: the larger of the two counts.
   AttentionImpl attention = AttentionImpl::kOurs;
+  // false: evaluation only (gpt_train --steps 0, StrategyOptions::trains):
+  // the parameters are the whole model state, and no gradient is reduced.
+  bool trains = true;
 };
 
 struct Placement {

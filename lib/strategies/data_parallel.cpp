@@ -30,6 +30,7 @@
 #include <cmath>
 #include <deque>
 #include <exception>
+#include <stdexcept>
 #include <vector>
 
 #include "core/error.hpp"
@@ -116,18 +117,20 @@ class DataParallel final : public Strategy {
         u.full_param = Block(A_, u.sh.padded_numel, pt_, MemCategory::kParams);
         A_->upload(u.full_param.data(), pt_, init.data(), n);
       }
-      if (mixed_) {  // fp32 master of the owned piece: optimizer state, as in ZeRO's accounting
-        u.master = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
-        A_->upload(u.master.data(), DType::kF32, init.data() + (params_sharded_ ? 0 : u.sh.begin),
-                   u.sh.shard_numel);
+      if (opt.trains) {
+        if (mixed_) {  // fp32 master of the owned piece: optimizer state, as in ZeRO's accounting
+          u.master = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
+          A_->upload(u.master.data(), DType::kF32, init.data() + (params_sharded_ ? 0 : u.sh.begin),
+                     u.sh.shard_numel);
+        }
+        if (grads_sharded_) {
+          u.grad_shard = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kGrads);
+        } else {
+          u.full_grad = Block(A_, u.sh.padded_numel, pt_, MemCategory::kGrads);
+        }
+        u.m = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
+        u.v = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       }
-      if (grads_sharded_) {
-        u.grad_shard = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kGrads);
-      } else {
-        u.full_grad = Block(A_, u.sh.padded_numel, pt_, MemCategory::kGrads);
-      }
-      u.m = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
-      u.v = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       units_.push_back(std::move(u));
       // The start-up's StallGuard bounds progress, not the whole start-up:
       // a large model's initial values take long, each unit's do not.
@@ -186,6 +189,7 @@ class DataParallel final : public Strategy {
   }
 
   void* grads(size_t i) override {
+    training_only("grads");
     Unit& u = units_[i];
     // A reduce-scatter of this unit's previous micro-batch may still be in
     // flight on its full gradient (the embedding's is issued last and needed
@@ -199,6 +203,7 @@ class DataParallel final : public Strategy {
   }
 
   void grads_done(size_t i) override {
+    training_only("grads_done");
     Unit& u = units_[i];
     if (grads_sharded_) {
       // In place: this rank's reduced piece lands at its own offset.
@@ -230,6 +235,7 @@ class DataParallel final : public Strategy {
   }
 
   void finish_gradient_sync() override {
+    training_only("finish_gradient_sync");
     flush_bucket();
     for (Unit& u : units_) wait(u.reduce);
     while (!pending_.empty()) {
@@ -240,6 +246,7 @@ class DataParallel final : public Strategy {
   }
 
   double grad_norm() override {
+    training_only("grad_norm");
     A_->begin_norm();
     for (Unit& u : units_) {
       auto [g, t] = reduced_grad(u);
@@ -258,10 +265,11 @@ class DataParallel final : public Strategy {
   }
 
   void step(const AdamWHyper& h, const AdamWStep& s) override {
+    training_only("step");
     settle();  // every unit's was waited for by its use in forward; this is for a step without one
     for (size_t i = 0; i < units_.size(); ++i) {
       Unit& u = units_[i];
-      void* piece = params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin);
+      void* piece = owned_piece(u);
       float* master = mixed_ ? u.master.f32() : static_cast<float*>(piece);
       auto [g, gt] = reduced_grad(u);
       A_->adamw(layout_.unit(i), u.sh.begin, u.sh.valid_end, master, mixed_ ? piece : nullptr, pt_, g, gt,
@@ -272,6 +280,7 @@ class DataParallel final : public Strategy {
   }
 
   void discard_gradients() override {
+    training_only("discard_gradients");
     for (Unit& u : units_) {
       (grads_sharded_ ? u.grad_shard : u.full_grad).zero();
       give(u.red);
@@ -283,31 +292,41 @@ class DataParallel final : public Strategy {
     UnitSlice s;
     s.begin = u.sh.begin;
     s.end = u.sh.valid_end;
-    float* state[3] = {master_ptr(u), u.m.f32(), u.v.f32()};
+    // Evaluation only: the compute copy of the owned piece (fp32 on the
+    // host, where it is its own master), and no moments.
+    const int parts = opt_.trains ? 3 : 1;
+    float* state[3] = {opt_.trains ? master_ptr(u) : nullptr, u.m.f32(), u.v.f32()};
     if (A_->on_device()) {
       // Checkpoints read and write host memory: host copies of the owned state.
       if (u.host.empty())
-        for (int g = 0; g < 3; ++g) u.host.emplace_back(size_t(u.sh.shard_numel), MemCategory::kScratch, nullptr);
-      for (int g = 0; g < 3; ++g) {
-        A_->download(u.host[g].data(), state[g], DType::kF32, u.sh.shard_numel);
+        for (int g = 0; g < parts; ++g) u.host.emplace_back(size_t(u.sh.shard_numel), MemCategory::kScratch, nullptr);
+      for (int g = 0; g < parts; ++g) {
+        if (opt_.trains)
+          A_->download(u.host[g].data(), state[g], DType::kF32, u.sh.shard_numel);
+        else
+          A_->download(u.host[g].data(), owned_piece(u), pt_, u.sh.shard_numel);
         state[g] = u.host[g].data();
       }
+    } else if (!opt_.trains) {
+      state[0] = static_cast<float*>(owned_piece(u));  // the host's parameters are fp32
     }
-    for (int g = 0; g < 3; ++g) s.state[g] = state[g];
+    for (int g = 0; g < parts; ++g) s.state[g] = state[g];
     s.canonical = !rep_ || rep_->rank() == 0;  // one replica's partition is written
     return s;
   }
 
   void after_load() override {
     for (Unit& u : units_) {
+      if (!opt_.trains) {  // the loaded parameters straight into the compute copy (the host's is loaded in place)
+        if (A_->on_device() && !u.host.empty()) A_->upload(owned_piece(u), pt_, u.host[0].data(), u.sh.shard_numel);
+        continue;
+      }
       if (A_->on_device() && !u.host.empty()) {
         float* state[3] = {master_ptr(u), u.m.f32(), u.v.f32()};
         for (int g = 0; g < 3; ++g) A_->upload(state[g], DType::kF32, u.host[g].data(), u.sh.shard_numel);
       }
-      if (mixed_) {  // the compute copy of the owned piece from the loaded master
-        void* piece = params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin);
-        A_->convert(piece, pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
-      }
+      if (mixed_)  // the compute copy of the owned piece from the loaded master
+        A_->convert(owned_piece(u), pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
     }
     gather_replicated_params();
   }
@@ -336,9 +355,14 @@ class DataParallel final : public Strategy {
     bool reduce_is_last = false;  // the in-flight reduce-scatter is the step's last micro-batch
   };
 
-  float* master_ptr(Unit& u) {
-    if (mixed_) return u.master.f32();
-    return params_sharded_ ? u.param_shard.f32() : static_cast<float*>(u.full_param.at(u.sh.begin));
+  // The compute copy (pt_) of the piece this rank owns and updates.
+  void* owned_piece(Unit& u) { return params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin); }
+  float* master_ptr(Unit& u) { return mixed_ ? u.master.f32() : static_cast<float*>(owned_piece(u)); }
+
+  // A training call on an evaluation-only strategy (StrategyOptions::trains):
+  // a bug in the caller, which would otherwise write through null gradients.
+  void training_only(const char* call) const {
+    if (!opt_.trains) throw std::logic_error(std::string("Strategy::") + call + " on an evaluation-only strategy");
   }
 
   // The full gradient in the reduce dtype: the gradient buffer itself when

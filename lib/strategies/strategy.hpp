@@ -55,6 +55,13 @@ struct StrategyOptions {
   DType param_dtype = DType::kF32;
   DType reduce_dtype = DType::kF32;
   Arena* arena = nullptr;  // where the state lives; nullptr: the host
+  // false: evaluation only (gpt_train --steps 0). The parameters alone are
+  // kept: no gradients, no master weights, no AdamW moments, so a model is
+  // evaluated in its parameters' memory (fp32: a quarter of training's model
+  // state; bf16: an eighth). Only the forward calls (prefetch, params,
+  // release), gather_full, owned (parameters only: state[1] and state[2] are
+  // null) and after_load may be called; the others throw std::logic_error.
+  bool trains = true;
 };
 
 class Strategy {
@@ -96,6 +103,7 @@ class Strategy {
   // Checkpoints: the part of unit u this rank owns (fp32 master params and
   // AdamW moments, as host pointers: on a GPU, host copies refreshed by this
   // call), and, after those were loaded, rebuilding what is replicated.
+  // Without `trains`, the parameters only (the compute copy, widened).
   virtual UnitSlice owned(size_t u) = 0;
   virtual void after_load() = 0;
   virtual StrategyKind kind() const = 0;

@@ -81,7 +81,8 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       layout(cfg.gpt),
       strategy(make_strategy(
           {parse_strategy(cfg.strategy), parse_strategy(cfg.hybrid_inner), cfg.bucket_mb, cfg.seed, param_dtype,
-           cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32, backend ? backend->arena() : nullptr},
+           cfg.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32, backend ? backend->arena() : nullptr,
+           /*trains=*/cfg.steps > 0},  // --steps 0: parameters only, no gradients or optimizer state
           layout, set_streams(), &mem)),
       attention_note(resolve_attention()),
       code_note(resolve_code_note()),
@@ -196,6 +197,9 @@ std::string Trainer::Impl::resolve_attention_auto() {
 
 GPTOptions Trainer::Impl::model_options() const {
   GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
+  // --steps 0 runs forward passes only, which keep no block's activations for a backward: one block's set
+  // (activation checkpointing's) serves them all, computed by the same kernels.
+  if (cfg.steps == 0) o.activation_checkpointing = true;
   o.attention_ds_budget = cfg.attention_ds_budget();
   o.attention_cudnn = cfg.attention == "cudnn";
   return o;
@@ -362,8 +366,9 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
        layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
        cfg.gpt.padded_vocab(), cfg.seq_len);
   if (!comm_note.empty()) log0("{}", comm_note);
-  log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank", cfg.strategy, count_of(world, "rank"),
-       to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0);
+  log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank{}", cfg.strategy, count_of(world, "rank"),
+       to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0,
+       cfg.steps == 0 ? " (the parameters only: --steps 0 keeps no gradients or optimizer state)" : "");
   if (backend)
     log0("device {} ({}), precision {}, gradient reduction in {}; MFU against {:.4g} TFLOP/s per rank{}",
          backend->device_name(), cfg.comm == "mpi" ? "MPI staged through host memory" : "NCCL",

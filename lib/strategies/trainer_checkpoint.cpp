@@ -56,11 +56,13 @@ int Trainer::Impl::restore() {
   // HDF5's collective reads block until every rank arrives; each tensor is
   // progress. The guard also covers after_load's gathers.
   std::optional<StallGuard> guard;
+  // --steps 0 keeps no optimizer state (StrategyOptions::trains): its parameters alone are read.
+  const CheckpointPart part = cfg.steps > 0 ? CheckpointPart::kAll : CheckpointPart::kParams;
   if (cfg.resume == "auto") {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
     // A rank whose read failed alone ends the job well before the StallGuard would.
     const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
-    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s);
+    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s, part);
     for (const NewestCheckpoint::Damaged& d : newest.damaged)
       warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
             d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
@@ -68,7 +70,7 @@ int Trainer::Impl::restore() {
     if (!resume_path.empty()) meta = std::move(newest.meta);
   } else if (!resume_path.empty()) {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
-    meta = load_checkpoint(resume_path, base, layout, owned_slices());
+    meta = load_checkpoint(resume_path, base, layout, owned_slices(), part);
   }
   if (!meta) {
     guard.reset();

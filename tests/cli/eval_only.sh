@@ -8,9 +8,10 @@
 #      the validation and HellaSwag at the end;
 #   2. --steps 0 from the config without `data` (none is needed), ddp: the
 #      seed's initialisation, evaluated as run 1's step 0 bit for bit; the
-#      log says nothing is trained, no checkpoint is written, and the
-#      summary reports the evaluation (final_val_loss, final_loss -1,
-#      steps_done 0);
+#      log says nothing is trained, no checkpoint is written, the model
+#      state is the parameters alone (4 bytes each, no gradients or
+#      moments), and the summary reports the evaluation (final_val_loss,
+#      final_loss -1, steps_done 0);
 #   3. --steps 0 --init-from run 1's checkpoint, zero2: run 1's step 6 bit for
 #      bit;
 #   4. --steps 0 --resume that checkpoint: the eval record is at step 6;
@@ -42,6 +43,8 @@ grep -q 'nothing to train: --steps is 0; validation and sample only' "$work/fres
   { cat "$work/fresh.log"; fail "the evaluation run does not say it trains nothing"; }
 grep -q 'data: none (--steps 0: evaluation only)' "$work/fresh.log" ||
   { cat "$work/fresh.log"; fail "the evaluation run's data line"; }
+grep -q 'model state .* MiB per rank (the parameters only: --steps 0 keeps no gradients or optimizer state)' \
+  "$work/fresh.log" || { cat "$work/fresh.log"; fail "the evaluation run's model-state line"; }
 grep -q 'no step trained | peak mem/rank' "$work/fresh.log" ||
   { cat "$work/fresh.log"; fail "the evaluation run's summary"; }
 [[ -z "$(ls -A "$work/ckpt_fresh")" ]] || fail "--steps 0 wrote a checkpoint: $(ls "$work/ckpt_fresh")"
@@ -72,6 +75,10 @@ for name, step, want in (("fresh", 0, start[0]), ("imported", 0, end), ("resumed
     s = rs[-1]
     assert s["type"] == "summary" and s["steps_done"] == step and s["final_loss"] == -1, (name, s)
     assert s["final_val_loss"] == ev[0]["val_loss"] and s["final_hellaswag_acc_norm"] == ev[0]["hellaswag"]["acc_norm"], s
+# The parameters alone (fp32: 4 bytes each, replicated under ddp): no gradients, no moments.
+fresh = recs("fresh")
+assert fresh[0]["model_state_bytes"] == 4 * fresh[0]["params_stored"], fresh[0]
+assert fresh[-1]["model_state_bytes"] == fresh[0]["model_state_bytes"], fresh[-1]
 PY
 # Nothing to evaluate: a warning says so.
 nodata_run idle 1 --steps 0 && grep -q 'warning.*--steps 0 without --val-data, --hellaswag or --sample-tokens: there is nothing to evaluate' \

@@ -4,7 +4,8 @@
 #      given as flags (a flag given beside --config wins over the file);
 #   2. the run itself, 2 ranks: ddp's measured peak per rank equals the
 #      plan's ddp total byte for byte (model state, activations and sampling's
-#      key/value cache are exact), zero3's stays within its bound;
+#      key/value cache are exact), zero3's stays within its bound; and
+#      for the same run with steps = 0 (an evaluation), ddp's too;
 #   3. a global batch the ranks cannot split is an error naming the file.
 #   plan_config.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -41,6 +42,20 @@ for s in ddp zero3; do
   fi
 done
 echo "ok: ddp's measured peak is the plan's total; zero3's is within it"
+
+# 2b. the same for an evaluation (steps = 0): the parameters alone, one block's activations, the sample's cache
+sed 's/^steps = 6$/steps = 0/' "$cfg" >"$work/eval.toml"
+"$plan" --config "$work/eval.toml" --ranks 2 --json "$work/plan.json" >"$work/eval_plan.txt" ||
+  { cat "$work/eval_plan.txt"; fail "plan --config eval.toml failed"; }
+grep -q "evaluation only (steps = 0): the parameters alone" "$work/eval_plan.txt" ||
+  { cat "$work/eval_plan.txt"; fail "plan of steps = 0 does not say it plans an evaluation"; }
+"$root/scripts/mpirun.sh" -np 2 "$build/apps/gpt_train" --config "$work/eval.toml" --strategy ddp \
+  --metrics "$work/eval.jsonl" >"$work/eval.log" 2>&1 || { cat "$work/eval.log"; fail "the evaluation failed"; }
+measured=$(peak "$work/eval.jsonl"); planned=$(total ddp); trained=$(peak "$work/ddp.jsonl")
+echo "evaluation, ddp: measured peak $measured bytes per rank, planned $planned (training: $trained)"
+[[ $measured == "$planned" ]] || fail "evaluation, ddp: measured peak $measured != planned $planned"
+((measured < trained)) || fail "the evaluation's peak $measured is not below training's $trained"
+echo "ok: an evaluation's measured peak is the plan's total, below training's"
 
 # 3. a batch the ranks cannot split
 out=$("$plan" --config "$cfg" --ranks 3 2>&1) && fail "--ranks 3 with global-batch 8 succeeded"

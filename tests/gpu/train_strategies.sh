@@ -21,7 +21,9 @@
 #  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU; with
 #    the emulator, which can have several devices, 2 ranks too);
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
-#    within 2% under ddp on 1 rank;
+#    within 2% under ddp on 1 rank; evaluated alone (--steps 0: the bf16
+#    parameters only) under ddp and zero3, its validation loss is the
+#    training run's, to the bit;
 #  * samples through the device's key/value cache equal the CPU's
 #    (the emulator; a real GPU may break a near tie) and zero3's on 2 ranks;
 #  * HellaSwag (--hellaswag; 32 examples made from random letters, so the
@@ -443,4 +445,31 @@ run resume_zero3 2 --device cuda --strategy zero3 --attention ours --resume "$wo
 compare ckpt_zero3 resume_zero3 0
 run resume_ddp_np1 1 --device cuda --strategy ddp --resume "$work/ckpt/step_00000004"
 compare ckpt_zero3 resume_ddp_np1 0.02
+# Evaluation only (--steps 0) keeps the bf16 parameters alone, loaded from
+# the checkpoint's fp32 master weights straight into them: the validation
+# loss of zero3's step 4 (on 2 ranks, as it trained) from ddp and zero3
+# evaluating that checkpoint, to the bit, in 2 bytes a parameter (zero3: 1
+# per rank) where training keeps 9 to 16.
+"$build/apps/prepare_data" --input "$work/text.txt" --out "$work/val" --name v --val-fraction 0.2 >/dev/null
+val=(--val-data "$work/val/v_val_*.bin" --val-batches 2)
+train=("$trainer" --config "$work/tiny.toml" --n-head 2)  # head size 32, the steps below
+run eval_trained 2 --device cuda --strategy zero3 --attention ours --steps 4 "${val[@]}" --ckpt-dir "$work/ckpt_eval"
+for s in ddp zero3; do
+  run "eval_only_$s" 2 --device cuda --strategy "$s" --attention ours --steps 0 "${val[@]}" \
+    --resume "$work/ckpt_eval/step_00000004"
+  python3 - "$work/eval_trained.jsonl" "$work/eval_only_$s.jsonl" <<'PY' || { echo "FAILED: eval_only_$s"; exit 1; }
+import json, sys
+trained, evaluated = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+step4 = [r for r in trained if r.get("step") == 4 and "type" not in r][0]
+ev = [r for r in evaluated if r.get("type") == "eval"][0]
+state = lambda rs: [r for r in rs if r.get("type") == "run"][0]["model_state_bytes"]
+print(f"{sys.argv[2].split('/')[-1]:<30} val loss {ev['val_loss']!r} (step 4's {step4['val_loss']!r}); "
+      f"model state {state(evaluated)} B (training's {state(trained)} B)")
+assert ev["step"] == 4 and ev["val_loss"] == step4["val_loss"], (ev, step4)
+# 2 bytes per parameter (zero3: half of them per rank, each unit padded to an even count), nothing else.
+header = [r for r in evaluated if r.get("type") == "run"][0]
+per_rank = 2 * header["params_stored"] / (2 if header["strategy"] == "zero3" else 1)
+assert abs(state(evaluated) - per_rank) <= 16, (state(evaluated), per_rank)
+PY
+done
 echo "every strategy on the ${emulated:+emulated }GPU: ok"

@@ -7,7 +7,8 @@
 // that the engine shared would still show). Also: --strategy auto runs the
 // planner's choice, and --trace writes a Chrome trace in which zero3's
 // prefetched all-gathers overlap compute and ddp's, zero1's and zero2's
-// gradient collectives are issued during backward.
+// gradient collectives are issued during backward. Evaluation only
+// (--steps 0) keeps the parameters alone, as predicted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,6 +92,44 @@ TEST(Planner, PredictionsEqualMeasuredForEveryStrategy) {
                    got.comm_calls_per_step, comm.calls, got.activation_bytes, mem.activations, got.buffer_bytes,
                    mem.buffers);
     }
+  }
+}
+
+// Evaluation only (--steps 0): every strategy keeps its parameters alone
+// (no gradients, master weights or moments) and one block's activations,
+// as the planner predicts: model state exactly, activations within 20%,
+// buffers an upper bound; a quarter of training's model state in fp32.
+TEST(Planner, EvaluationOnlyKeepsTheParametersAloneAsPredicted) {
+  const int W = test::env().size();
+  for (const Case& k : cases(W)) {
+    RunConfig c = test::small_run();
+    c.micro_batch = 2;
+    c.global_batch = c.micro_batch * W;
+    c.strategy = k.strategy;
+    c.mesh = k.mesh;
+    c.hybrid_inner = k.inner;
+    SCOPED_TRACE(fmt::format("{} {} ({})", k.strategy, k.mesh, k.inner));
+    c.steps = 1;
+    const TrainSummary trained = Trainer(c, MPI_COMM_WORLD).run();
+    c.steps = 0;
+    const TrainSummary evaluated = Trainer(c, MPI_COMM_WORLD).run();
+    Workload w = workload_of(c, W);
+    w.trains = false;
+    w.activation_checkpointing = true;  // one block's activations serve every forward
+    const MemoryCost mem = memory_cost(w, placement_of(k, W));
+    EXPECT_EQ(mem.grads, 0);
+    EXPECT_EQ(mem.optim, 0);
+    EXPECT_EQ(evaluated.model_state_bytes, mem.params);
+    EXPECT_EQ(evaluated.model_state_bytes, memory_cost(workload_of(c, W), placement_of(k, W)).params);
+    EXPECT_NEAR(double(evaluated.activation_bytes), double(mem.activations), 0.2 * double(evaluated.activation_bytes));
+    EXPECT_LE(evaluated.buffer_bytes, mem.buffers);
+    // fp32: 4 bytes a parameter of training's 16 (parameters, gradients, moments) where nothing is sharded.
+    if (k.strategy == "ddp") {
+      EXPECT_EQ(4 * evaluated.model_state_bytes, trained.model_state_bytes);
+    }
+    EXPECT_LT(evaluated.model_state_bytes, trained.model_state_bytes);
+    EXPECT_LT(evaluated.activation_bytes, trained.activation_bytes);
+    EXPECT_LT(evaluated.peak_bytes, trained.peak_bytes);
   }
 }
 
