@@ -36,21 +36,23 @@ GPT<T>::GPT(const ParamLayout& layout, const GPTOptions& opt, MemoryTracker* tra
   const GPTConfig& c = layout.config();
   resolve_shape(opt_, c);
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
-  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, tracker);
+  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing || opt_.forward_only,
+               tracker);
   const auto A = MemCategory::kActivations;
   lnf_ = Buffer<T>(N * C, A, tracker);
   lnf_mean_ = Buffer<T>(N, A, tracker);
   lnf_rstd_ = Buffer<T>(N, A, tracker);
-  dlnf_ = Buffer<T>(N * C, A, tracker);
+  const int64_t NG = opt_.forward_only ? 0 : N;  // rows of the backward's working gradients
+  dlnf_ = Buffer<T>(NG * C, A, tracker);
   losses_ = Buffer<T>(N, A, tracker);
   chunk_rows_ = opt_.classifier_chunk_rows > 0 ? opt_.classifier_chunk_rows
                                                : std::max<int64_t>(128, (int64_t(8) << 20) / Vp);
   chunk_rows_ = std::min(chunk_rows_, N);
   logits_ = Buffer<T>(chunk_rows_ * Vp, A, tracker);
-  dresid_ = Buffer<T>(N * C, A, tracker);
-  dbig_ = Buffer<T>(N * 4 * C, A, tracker);
-  dqkv_ = Buffer<T>(N * 3 * C, A, tracker);
-  dsmall_ = Buffer<T>(N * C, A, tracker);
+  dresid_ = Buffer<T>(NG * C, A, tracker);
+  dbig_ = Buffer<T>(NG * 4 * C, A, tracker);
+  dqkv_ = Buffer<T>(NG * 3 * C, A, tracker);
+  dsmall_ = Buffer<T>(NG * C, A, tracker);
   scratch_threads_ = omp_get_max_threads();
   att_scratch_ = Buffer<T>(cpu::attention_scratch(opt_.max_seq, c.n_head, scratch_threads_), A, tracker);
   set_shape(opt_.max_batch, opt_.max_seq);
@@ -136,6 +138,7 @@ double GPT<T>::forward_head(const T* fin, const T* emb, const int32_t* targets, 
   const GPTConfig& c = layout_.config();
   const int64_t N = int64_t(B_) * T_;
   final_ln(fin);
+  GPT_CHECK(!emb_grad || !opt_.forward_only, "no gradients from a forward-only model");
   cpu::ClassifierArgs<T> a;
   a.inp = lnf_.data();
   a.wte = emb + layout_.wte_offset();
@@ -156,6 +159,7 @@ double GPT<T>::forward_head(const T* fin, const T* emb, const int32_t* targets, 
 
 template <typename T>
 void GPT<T>::backward_final(const T* fin, T* fin_grad) {
+  GPT_CHECK(!opt_.forward_only, "no backward of a forward-only model");
   const int64_t N = int64_t(B_) * T_, C = layout_.config().n_embd;
   std::fill(dresid_.data(), dresid_.data() + N * C, T(0));
   cpu::layernorm_backward(dresid_.data(), fin_grad, fin_grad + C, dlnf_.data(), resid(layout_.config().n_layer),
@@ -164,7 +168,7 @@ void GPT<T>::backward_final(const T* fin, T* fin_grad) {
 
 template <typename T>
 void GPT<T>::backward_block(int layer, const T* p, T* g) {
-  GPT_CHECK(decode_pos_ < 0, "no backward of a decoding pass");
+  GPT_CHECK(decode_pos_ < 0 && !opt_.forward_only, "no backward of a decoding pass or a forward-only model");
   const GPTConfig& c = layout_.config();
   const BlockOffsets& o = layout_.block_offsets();
   const int64_t N = int64_t(B_) * T_, C = c.n_embd;
@@ -203,6 +207,7 @@ void GPT<T>::backward_block(int layer, const T* p, T* g) {
 
 template <typename T>
 void GPT<T>::backward_embedding(const int32_t* tokens, T* emb_grad) {
+  GPT_CHECK(!opt_.forward_only, "no backward of a forward-only model");
   cpu::embedding_backward(emb_grad + layout_.wte_offset(), emb_grad + layout_.wpe_offset(), dresid_.data(), tokens,
                           B_, T_, layout_.config().n_embd);
 }

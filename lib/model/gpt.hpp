@@ -47,6 +47,11 @@ struct GPTOptions {
   // take our kernels), with attention_ds_budget unused. The CPU model
   // ignores it.
   bool attention_cudnn = false;
+  // Forward passes only (gpt_train --steps 0): one block's activations serve
+  // every block (as with activation_checkpointing), and the backward's
+  // working gradients are not allocated; forward_head with gradients and
+  // the backward calls are errors (GPT_CHECK). Both models take it.
+  bool forward_only = false;
 };
 
 // The largest shape, checked alike by GPT and cuda::DeviceGPT: max_seq 0

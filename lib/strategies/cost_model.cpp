@@ -138,7 +138,9 @@ int64_t activation_bytes(const Workload& w) {
   // no T x T probabilities). --recompute keeps the GELU output (4NC) and
   // the two LayerNorm outputs (2NC) in buffers shared by all blocks instead
   // (4NC and one NC: ln_1's output is used up before ln_2's is written).
-  const Recompute r = w.activation_checkpointing ? Recompute::kNone : w.recompute;
+  // Evaluation only (!w.trains: GPTOptions::forward_only) keeps one block's set, as checkpointing does.
+  const bool one_set = w.activation_checkpointing || !w.trains;
+  const Recompute r = one_set ? Recompute::kNone : w.recompute;
   const int64_t not_kept = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? 2 * N * C : 0);
   const int64_t shared = (recomputes_gelu(r) ? 4 * N * C : 0) + (recomputes_ln(r) ? N * C : 0);
   // Per-row statistics (LayerNorm mean and rstd, the log-sum-exp, the row
@@ -146,10 +148,10 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t stat_bytes = w.format.gpu ? 4 : w.format.act_bytes;
   const int64_t per_block = 15 * N * C - not_kept;
   const int64_t per_block_stats = 4 * N + N * H;
-  const int64_t sets = w.activation_checkpointing ? 1 : L;
+  const int64_t sets = one_set ? 1 : L;
   // Always present: L+1 residual streams, ln_f output and statistics, the
   // backward's working gradients (dlnf, dresid, dsmall: NC each; dbig 4NC;
-  // dqkv 3NC), per-row losses, one logits chunk of the fused classifier,
+  // dqkv 3NC; not in evaluation), per-row losses, one logits chunk of the fused classifier,
   // and attention's scratch: on the CPU per thread (model/cpu/attention.hpp),
   // on a GPU the backward's delta rows (fp32, N x H) and, in bf16, its
   // stored score gradients, or cuDNN's workspace with its attention
@@ -158,7 +160,7 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t chunk =
       std::min(N, w.format.gpu ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
                                : std::max<int64_t>(128, (int64_t(8) << 20) / Vp));
-  const int64_t fixed = (L + 1) * N * C + 11 * N * C + chunk * Vp +
+  const int64_t fixed = (L + 1) * N * C + (w.trains ? 11 : 1) * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   const bool bf16_gpu = w.format.gpu && w.format.act_bytes == 2;
   const int64_t ours = attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0);

@@ -20,7 +20,7 @@ Workload run_workload(const RunConfig& c, int world, int threads, const std::str
   w.seq_len = c.seq_len;  // 0: the model's context (Workload::T)
   w.micro_batch = c.micro_batch;
   w.accum = accum_steps(c.global_batch, c.micro_batch, world, source);
-  w.activation_checkpointing = c.activation_checkpointing || c.steps == 0;  // as the trainer's model_options()
+  w.activation_checkpointing = c.activation_checkpointing;
   w.recompute = c.recompute;
   w.threads = threads;
   w.samples = c.sample_tokens > 0;

@@ -197,9 +197,8 @@ std::string Trainer::Impl::resolve_attention_auto() {
 
 GPTOptions Trainer::Impl::model_options() const {
   GPTOptions o{cfg.micro_batch, cfg.seq_len, cfg.activation_checkpointing, 0, cfg.recompute, cfg.gemm_autotune};
-  // --steps 0 runs forward passes only, which keep no block's activations for a backward: one block's set
-  // (activation checkpointing's) serves them all, computed by the same kernels.
-  if (cfg.steps == 0) o.activation_checkpointing = true;
+  // --steps 0 runs forward passes only: one block's activations serve them all, and no backward buffers.
+  o.forward_only = cfg.steps == 0;
   o.attention_ds_budget = cfg.attention_ds_budget();
   o.attention_cudnn = cfg.attention == "cudnn";
   return o;

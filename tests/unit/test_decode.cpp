@@ -64,11 +64,13 @@ double max_rel_err(const std::vector<T>& a, const std::vector<T>& b, int V) {
 }
 
 template <typename T>
-void check_decode(bool checkpointing, double tol) {
+void check_decode(bool checkpointing, double tol, bool forward_only = false) {
   DecodeCase<T> c;
   const int Tn = c.cfg.seq_len, V = c.cfg.vocab_size, prompt = 5;
   MemoryTracker mem;
-  GPT<T> m(c.layout, {2, 0, checkpointing, 0}, &mem);
+  GPTOptions opt{2, 0, checkpointing, 0};
+  opt.forward_only = forward_only;
+  GPT<T> m(c.layout, opt, &mem);
   const auto whole = c.pass(m, 0, Tn);  // causal: row r sees tokens [0, r]
   const int64_t before = mem.total();
   m.set_decode(0);
@@ -88,6 +90,7 @@ void check_decode(bool checkpointing, double tol) {
 TEST(Decode, CachedPassesEqualWholePassesDouble) { check_decode<double>(false, 1e-12); }
 TEST(Decode, CachedPassesEqualWholePassesFloat) { check_decode<float>(false, 1e-5); }
 TEST(Decode, CachedPassesWithActivationCheckpointing) { check_decode<double>(true, 1e-12); }
+TEST(Decode, CachedPassesOfAForwardOnlyModel) { check_decode<double>(false, 1e-12, true); }  // --steps 0's
 
 TEST(Decode, RefusesPassesItCannotCache) {
   DecodeCase<double> c;

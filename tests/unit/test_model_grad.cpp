@@ -237,5 +237,56 @@ TEST(Recompute, IdenticalGradientsAndTheMemoryTheCostModelPredicts) {
   EXPECT_EQ(act[4], act[3]);  // with checkpointing it is ignored
 }
 
+// A forward-only model (--steps 0's): the same losses, row by row and bit
+// for bit, as a model that can train, with the activation memory the cost
+// model predicts for an evaluation (one block's set, no backward buffers),
+// and a gradient or backward asked of it is an error, not a write through
+// an empty buffer.
+TEST(ForwardOnly, SameLossesInTheMemoryTheCostModelPredicts) {
+  const int B = 3, T = 16;
+  GPTConfig cfg{4, 4, 32, T, 50};
+  ParamLayout layout(cfg);
+  std::vector<std::vector<float>> params, grads;
+  for (const UnitSpec& u : layout.units()) {
+    params.emplace_back(u.numel);
+    init_unit(u, 11, params.back().data());
+    grads.emplace_back(u.numel, 0.f);
+  }
+  std::vector<const float*> P;
+  for (auto& p : params) P.push_back(p.data());
+  std::vector<float*> G;
+  for (auto& g : grads) G.push_back(g.data());
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    tok[i] = int32_t((i * 23 + 2) % 50);
+    tgt[i] = int32_t((i * 19 + 4) % 50);
+  }
+  MemoryTracker mem_train, mem_eval;
+  GPT<float> trains(layout, {B, T}, &mem_train);
+  GPTOptions opt{B, T};
+  opt.forward_only = true;
+  GPT<float> evaluates(layout, opt, &mem_eval);
+  Workload w;
+  w.model = cfg;
+  w.seq_len = T;
+  w.micro_batch = B;
+  w.threads = omp_get_max_threads();
+  EXPECT_EQ(mem_train.bytes(MemCategory::kActivations), activation_bytes(w));
+  w.trains = false;
+  EXPECT_EQ(mem_eval.bytes(MemCategory::kActivations), activation_bytes(w));
+  const int64_t NC = int64_t(B) * T * cfg.n_embd;
+  EXPECT_LT(activation_bytes(w), mem_train.bytes(MemCategory::kActivations) - (cfg.n_layer - 1) * 15 * NC * 4);
+  // Two batches: the second must not see the first's activations.
+  for (const auto& [in, out] : {std::pair{&tok, &tgt}, std::pair{&tgt, &tok}}) {
+    const double want = forward_backward<float>(trains, P, {}, in->data(), out->data(), 0.f);
+    EXPECT_EQ(forward_backward<float>(evaluates, P, {}, in->data(), out->data(), 0.f), want);
+    for (int i = 0; i < B * T; ++i) ASSERT_EQ(evaluates.row_losses()[i], trains.row_losses()[i]) << "row " << i;
+  }
+  EXPECT_ANY_THROW(forward_backward<float>(evaluates, P, G, tok.data(), tgt.data(), 1.f));
+  EXPECT_ANY_THROW(evaluates.backward_final(P[layout.final_unit()], G[layout.final_unit()]));
+  EXPECT_ANY_THROW(evaluates.backward_block(0, P[layout.block_unit(0)], G[layout.block_unit(0)]));
+  EXPECT_ANY_THROW(evaluates.backward_embedding(tok.data(), G[layout.embedding_unit()]));
+}
+
 }  // namespace
 }  // namespace gpt

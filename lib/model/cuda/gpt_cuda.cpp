@@ -31,21 +31,22 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
         "invalid model for --device cuda: head size n_embd / n_head = {} (supported: {})", c.n_embd / c.n_head,
         attention_head_sizes()));
   const int64_t N = int64_t(opt_.max_batch) * opt_.max_seq, C = c.n_embd, Vp = c.padded_vocab();
-  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing, alloc);
+  acts_ = Acts(c.n_layer, N, C, c.n_head, opt_.recompute, opt_.activation_checkpointing || opt_.forward_only, alloc);
   const auto A = MemCategory::kActivations;
   lnf_ = DeviceBuffer<T>(N * C, A, alloc);
   lnf_mean_ = DeviceBuffer<float>(N, A, alloc);
   lnf_rstd_ = DeviceBuffer<float>(N, A, alloc);
-  dlnf_ = DeviceBuffer<T>(N * C, A, alloc);
+  const int64_t NG = opt_.forward_only ? 0 : N;  // rows of the backward's working gradients
+  dlnf_ = DeviceBuffer<T>(NG * C, A, alloc);
   losses_ = DeviceBuffer<float>(N, A, alloc);
   // Logits chunk: 256 MiB by default (default_chunk_rows; the CPU takes ~32 MiB).
   chunk_rows_ = opt_.classifier_chunk_rows > 0 ? opt_.classifier_chunk_rows : default_chunk_rows(Vp, sizeof(T));
   chunk_rows_ = std::min(chunk_rows_, N);
   logits_ = DeviceBuffer<T>(chunk_rows_ * Vp, A, alloc);
-  dresid_ = DeviceBuffer<T>(N * C, A, alloc);
-  dbig_ = DeviceBuffer<T>(N * 4 * C, A, alloc);
-  dqkv_ = DeviceBuffer<T>(N * 3 * C, A, alloc);
-  dsmall_ = DeviceBuffer<T>(N * C, A, alloc);
+  dresid_ = DeviceBuffer<T>(NG * C, A, alloc);
+  dbig_ = DeviceBuffer<T>(NG * 4 * C, A, alloc);
+  dqkv_ = DeviceBuffer<T>(NG * 3 * C, A, alloc);
+  dsmall_ = DeviceBuffer<T>(NG * C, A, alloc);
   const auto S = MemCategory::kScratch;
   ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
   // The attention backward's delta rows and, in bf16, its stored score
@@ -180,6 +181,7 @@ template <typename T>
 void DeviceGPT<T>::forward_head(const T* fin, const T* emb, T* emb_grad, float loss_scale) {
   const GPTConfig& c = layout_.config();
   const int64_t N = int64_t(B_) * T_;
+  GPT_CHECK(!emb_grad || !opt_.forward_only, "no gradients from a forward-only model");
   final_ln(fin);
   ClassifierArgs<T> a;
   a.inp = lnf_.data();
@@ -218,6 +220,7 @@ void DeviceGPT<T>::row_losses(float* out) {
 
 template <typename T>
 void DeviceGPT<T>::backward_final(const T* fin, T* fin_grad) {
+  GPT_CHECK(!opt_.forward_only, "no backward of a forward-only model");
   const int64_t N = int64_t(B_) * T_, C = layout_.config().n_embd;
   GPT_CUDA_OK(cudaMemsetAsync(dresid_.data(), 0, size_t(N * C) * sizeof(T), stream_));
   layernorm_backward(dresid_.data(), fin_grad, fin_grad + C, ln_scratch_.data(), dlnf_.data(),
@@ -232,7 +235,7 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
   cudaStream_t s = stream_;
   const T* x = resid(layer);
   BlockActs& a = acts_.block(layer);
-  GPT_CHECK(decode_pos_ < 0, "no backward of a decoding pass");
+  GPT_CHECK(decode_pos_ < 0 && !opt_.forward_only, "no backward of a decoding pass or a forward-only model");
   if (opt_.activation_checkpointing) block_forward(layer, p, a, x, dbig_.data());  // recompute; output is scratch
   // --recompute: the GELU kernel (GPT-2's tanh GELU, as the fused epilogue
   // computes it: gelu_epilogue_check.hpp) and LayerNorm again on kept inputs.
@@ -268,6 +271,7 @@ void DeviceGPT<T>::backward_block(int layer, const T* p, T* g) {
 
 template <typename T>
 void DeviceGPT<T>::backward_embedding(T* emb_grad) {
+  GPT_CHECK(!opt_.forward_only, "no backward of a forward-only model");
   const int64_t N = int64_t(B_) * T_;
   embedding_backward(emb_grad + layout_.wte_offset(), emb_grad + layout_.wpe_offset(), dresid_.data(),
                      batch_.data() + 2 * N, groups_.num_groups, B_, T_, layout_.config().n_embd, stream_);
