@@ -57,8 +57,8 @@ struct StrategyOptions {
   Arena* arena = nullptr;  // where the state lives; nullptr: the host
   // false: evaluation only (gpt_train --steps 0). The parameters alone are
   // kept: no gradients, no master weights, no AdamW moments, so a model is
-  // evaluated in its parameters' memory (fp32: a quarter of training's model
-  // state; bf16: an eighth). Only the forward calls (prefetch, params,
+  // evaluated in its parameters' memory (ddp: 4 bytes a parameter in fp32,
+  // 2 in bf16, of training's 16). Only the forward calls (prefetch, params,
   // release), gather_full, owned (parameters only: state[1] and state[2] are
   // null) and after_load may be called; the others throw std::logic_error.
   bool trains = true;
