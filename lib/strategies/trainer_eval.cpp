@@ -17,18 +17,19 @@ double Trainer::Impl::evaluate() {
   model->set_shape(cfg.micro_batch, cfg.seq_len);
   val_loader->seek({0, 0});
   reset_comm_stats();
-  double sum = 0;
   for (int b = 0; b < val_batches; ++b) {
     val_loader->micro_batch(0, tokens.data(), targets.data());
     model->set_batch(tokens.data(), targets.data());
     forward_blocks();
     model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
-    sum += model->take_loss();
     val_loader->advance();
   }
+  // The batches' losses add up in the model (on a GPU, on the device): one wait for the whole validation, so the
+  // host queues the next batch while the device computes this one. Every batch has micro-batch x seq-len rows.
+  const double local = model->take_loss();
   release_ends();
   last_eval_bytes = comm_since_reset().bytes;
-  return mean_over_ranks(sum / val_batches, "the validation loss mean over ranks");
+  return mean_over_ranks(local, "the validation loss mean over ranks");
 }
 
 void Trainer::Impl::load_hellaswag() {

@@ -31,7 +31,7 @@ class UnitModel {
   // backward too (see model/gpt.hpp).
   virtual void forward_head(const void* fin, const void* emb, void* emb_grad, float loss_scale) = 0;
   // Mean loss of the forward_head calls since the last take_loss (the GPU
-  // waits here: once per step).
+  // waits here: once per step, and once per validation).
   virtual double take_loss() = 0;
   // Host copy of the last forward_head's per-position losses, B*T floats in
   // batch order (evaluation: the GPU waits here).

@@ -206,19 +206,21 @@ void check_recompute(double tol) {
 // The device model's activation memory, measured by its tracker, is the
 // planner's formula (strategies/cost_model.cpp activation_bytes), in fp32
 // and in bf16, whose attention scratch adds the stored score gradients
-// (model/attention_ds.hpp): all B x NH pairs here, or none with no budget.
+// (model/attention_ds.hpp): all B x NH pairs here, or none with no budget;
+// and a forward-only model's (an evaluation's) too.
 TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   GPT_REQUIRE_GPU();
   Rig s;
-  auto measured = [&](auto type, int64_t budget) {
+  auto measured = [&](auto type, int64_t budget, bool forward_only = false) {
     using T = decltype(type);
     GPTOptions opt{kB, kT};
     opt.attention_ds_budget = budget;
+    opt.forward_only = forward_only;
     const int64_t before = s.dev_tracker.bytes(MemCategory::kActivations);
     DeviceGPT<T> m(s.layout, opt, &s.alloc, &s.mm, s.stream);
     return s.dev_tracker.bytes(MemCategory::kActivations) - before;
   };
-  auto formula = [&](bool bf16_format, int64_t budget) {
+  auto formula = [&](bool bf16_format, int64_t budget, bool forward_only = false) {
     Workload w;
     w.model = s.cfg;
     w.seq_len = kT;
@@ -226,12 +228,17 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     w.format = bf16_format ? NumericFormat::bf16() : NumericFormat::fp32();
     w.format.gpu = true;
     w.attention_ds_budget = budget;
+    w.trains = !forward_only;
     return activation_bytes(w);
   };
   const int64_t ds = attention_ds_bytes_per_pair(kT) * kB * s.cfg.n_head;
   EXPECT_EQ(measured(float{}, kAttentionDsStoredBytes), formula(false, kAttentionDsStoredBytes));
   EXPECT_EQ(measured(bf16{}, kAttentionDsStoredBytes), formula(true, kAttentionDsStoredBytes));
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
+  // An evaluation's model (--steps 0): one block's activations, no backward buffers.
+  EXPECT_EQ(measured(bf16{}, 0, true), formula(true, 0, true));
+  EXPECT_EQ(measured(float{}, 0, true), formula(false, 0, true));
+  EXPECT_LT(formula(true, 0, true), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsStoredBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsStoredBytes), formula(false, 0)) << "fp32 stores no score gradients";
   // The planner's bf16 activation bytes on a GPU for an attention, model and shape.

@@ -95,9 +95,11 @@ template <typename T>
 void DeviceGPT<T>::set_batch(const int32_t* tokens, const int32_t* targets) {
   const int64_t N = int64_t(B_) * T_;
   groups_.build(tokens, N);
-  // The previous upload read staging_; it finished long ago (a whole
-  // micro-batch of kernels was queued after it), so this wait is free,
-  // unless a collective the stream waits for is stuck: hence bounded.
+  // The previous upload read staging_. In training it finished long ago (a
+  // whole micro-batch of kernels was queued after it), so this wait is free;
+  // a validation queues its batches without waiting for their losses, so
+  // here it waits for the device to reach the last batch, one batch behind
+  // the host. Bounded, in case a collective the stream waits for is stuck.
   wait_event(uploaded_, "token upload");
   std::memcpy(staging_, tokens, size_t(N) * 4);
   std::memcpy(staging_ + N, targets ? targets : tokens, size_t(N) * 4);

@@ -7,8 +7,9 @@
 // Parameter gradients accumulate (+=) into the given buffers.
 //
 // Everything is enqueued on one stream; nothing here synchronises the host
-// except take_loss() (once per optimizer step) and set_batch()'s reuse of
-// its pinned staging buffer (which waits for the previous upload, long done).
+// except take_loss() (once per optimizer step, and once per validation) and
+// set_batch()'s reuse of its pinned staging buffer (which waits for the
+// previous upload: in training long done, in a validation the last batch's).
 //
 // T = float (fp32, checked against the CPU model to 1e-4) or bf16 (mixed
 // precision: bf16 activations and parameters, fp32 LayerNorm statistics,
