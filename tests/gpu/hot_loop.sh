@@ -21,6 +21,8 @@
 #    except with the MPI communicator on device buffers across ranks, which
 #    stages every collective through host memory (the test path for ranks
 #    sharing a GPU; the product path is NCCL).
+# And one batch of a validation (2 and 4 batches of an evaluation): one
+# upload, no host wait, no copy back, no allocation.
 # Kernels are counted by name from the launch log (GPT_EMULATED_LAUNCH_LOG,
 # tests/unit/host_cuda/launch_log.hpp). Prints one row per set-up and writes
 # WORK_DIR/hot_loop.json.
@@ -53,6 +55,17 @@ done
 run nccl_zero3_np2_reduce_bf16 2 2 --comm nccl --strategy zero3 --reduce-dtype bf16
 run nccl_hybrid_np4 4 1 --comm nccl --strategy hybrid --mesh 2x2
 run mpi_zero3_np2 2 2 --comm mpi --strategy zero3
+# A validation (here an evaluation, --steps 0) of 2 and of 4 batches: half the
+# difference is one batch, which uploads its tokens and waits for nothing
+# (the losses add up on the device and are read once, after the last).
+"$build/apps/prepare_data" --input "$work/text.txt" --out "$work/val" --name v --val-fraction 0.2 >/dev/null
+for batches in 2 4; do
+  dir="$work/validation/steps$batches"  # counts() reads NAME/stepsN
+  mkdir -p "$dir"
+  GPT_EMULATED_API_LOG="$dir" "$mpirun" -np 1 "$trainer" --config "$work/tiny.toml" --n-head 2 --steps 0 \
+    --device cuda --val-data "$work/val/v_val_*.bin" --val-batches "$batches" > "$dir/log" 2>&1 ||
+    { echo "FAILED: validation of $batches batches"; cat "$dir/log"; exit 1; }
+done
 
 python3 - "$work" <<'PY'
 import glob, json, os, sys
@@ -121,6 +134,19 @@ for line in open(os.path.join(work, "setups.txt")):
         budget("uploads", row["uploads"], m)
     if row["launches"] <= 0 or row["matmuls"] <= 0:
         failures.append(f"{name}: no kernels counted per step: the audit measured nothing")
+
+a, b = counts("validation", 2), counts("validation", 4)  # 2 and 4 batches
+batch = {k: (b.get(k, 0) - a.get(k, 0)) / 2 for k in set(a) | set(b)} if a and b else {}
+batch = {k: v for k, v in batch.items() if v}
+print(f"per validation batch: {batch}")
+if not batch.get("launch"):
+    failures.append("validation: no kernels counted per batch: the audit measured nothing")
+for k, v in batch.items():
+    if k.startswith(("alloc.", "create.", "destroy.", "sync.")) or k in ("copy.pageable", "copy.d2h"):
+        failures.append(f"validation: {k} {v:g} per batch, budget 0")
+if batch.get("copy.h2d", 0) > 1:
+    failures.append(f"validation: {batch['copy.h2d']:g} uploads per batch, budget 1")
+report.append({"setup": "validation batch", "calls": batch})
 
 with open(os.path.join(work, "hot_loop.json"), "w") as f:
     json.dump(report, f, indent=1)
