@@ -54,7 +54,6 @@ void Trainer::Impl::load_hellaswag() {
                    [](const ChoiceRowRef& a, const ChoiceRowRef& b) { return a.row.len > b.row.len; });
   hellaswag_passes = (int64_t(hellaswag_rows.size()) + cfg.micro_batch - 1) / cfg.micro_batch;
   bounded_allreduce(&hellaswag_passes, 1, MPI_INT64_T, MPI_MAX, base, "the HellaSwag passes over ranks");
-  row_loss.resize(size_t(cfg.micro_batch) * cfg.seq_len);
   log0("hellaswag: {} examples from {}; {} passes of up to {} x {} tokens per rank{}", hellaswag_total, cfg.hellaswag,
        hellaswag_passes, cfg.micro_batch, cfg.seq_len,
        truncated ? fmt::format("; {} endings with their context cut to the last {} tokens (--seq-len)", truncated,
@@ -66,31 +65,48 @@ Trainer::Impl::ChoiceScore Trainer::Impl::evaluate_hellaswag() {
   trace::Span t("hellaswag", "eval");
   Strategy& S = *strategy;
   const int64_t rows = int64_t(hellaswag_rows.size());
-  for (int64_t p = 0; p < hellaswag_passes; ++p) {
+  // Pass p's rows [begin, end) and its length Tn.
+  struct Pass {
+    int64_t begin, end;
+    int Tn;
+  };
+  const auto pass = [&](int64_t p) {
     const int64_t begin = std::min(rows, p * cfg.micro_batch), end = std::min(rows, begin + cfg.micro_batch);
-    // A rank out of rows makes a one-token pass: its gathers are the others'.
-    const int B = std::max(1, int(end - begin));
     // Lengths rounded up to 32 bound the shapes a GPU sees (one GEMM plan each).
     const int Tn = begin == end ? 1 : std::min(cfg.seq_len, (hellaswag_rows[size_t(begin)].row.len + 31) / 32 * 32);
-    std::fill(tokens.begin(), tokens.begin() + int64_t(B) * Tn, 0);  // padding: after every row's positions
-    std::fill(targets.begin(), targets.begin() + int64_t(B) * Tn, 0);
-    for (int64_t r = begin; r < end; ++r) {
+    return Pass{begin, end, Tn};
+  };
+  // Scores pass p from its row losses (copied into slot p % 2).
+  const auto score = [&](int64_t p) {
+    const Pass q = pass(p);
+    const float* l = model->row_losses_ready(int(p % 2));
+    for (int64_t r = q.begin; r < q.end; ++r) {
       const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
-      fill_choice_row(hellaswag[size_t(x.example)], x.ending, x.row, tokens.data() + (r - begin) * Tn,
-                      targets.data() + (r - begin) * Tn);
+      hellaswag_losses[size_t(x.score)] =
+          ending_loss(x.row, std::span<const float>(l + (r - q.begin) * q.Tn, size_t(x.row.len)));
     }
-    model->set_shape(B, Tn);
+  };
+  for (int64_t p = 0; p < hellaswag_passes; ++p) {
+    const Pass q = pass(p);
+    // A rank out of rows makes a one-token pass: its gathers are the others'.
+    const int B = std::max(1, int(q.end - q.begin));
+    std::fill(tokens.begin(), tokens.begin() + int64_t(B) * q.Tn, 0);  // padding: after every row's positions
+    std::fill(targets.begin(), targets.begin() + int64_t(B) * q.Tn, 0);
+    for (int64_t r = q.begin; r < q.end; ++r) {
+      const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
+      fill_choice_row(hellaswag[size_t(x.example)], x.ending, x.row, tokens.data() + (r - q.begin) * q.Tn,
+                      targets.data() + (r - q.begin) * q.Tn);
+    }
+    model->set_shape(B, q.Tn);
     model->set_batch(tokens.data(), targets.data());
     forward_blocks();
     model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
-    model->take_loss();
-    model->row_losses(row_loss.data());
-    for (int64_t r = begin; r < end; ++r) {
-      const ChoiceRowRef& x = hellaswag_rows[size_t(r)];
-      hellaswag_losses[size_t(x.score)] =
-          ending_loss(x.row, std::span<const float>(row_loss.data() + (r - begin) * Tn, size_t(x.row.len)));
-    }
+    model->copy_row_losses(int(p % 2));
+    // The pass before is scored while this one computes: the one wait per pass is for that pass's losses.
+    if (p > 0) score(p - 1);
   }
+  if (hellaswag_passes > 0) score(hellaswag_passes - 1);
+  model->take_loss();  // the passes' summed losses are not used: cleared once, not once a pass
   release_ends();
   model->set_shape(cfg.micro_batch, cfg.seq_len);
   int64_t right[2] = {0, 0};

@@ -77,7 +77,6 @@ struct Trainer::Impl {
   std::vector<ChoiceRowRef> hellaswag_rows;
   std::vector<EndingLoss> hellaswag_losses;
   std::vector<int32_t> hellaswag_first;  // example i's endings: hellaswag_losses[first[i], first[i+1])
-  std::vector<float> row_loss;
   int64_t hellaswag_total = 0, hellaswag_passes = 0;
   int64_t last_sample_bytes = 0;  // sent by this rank during the last sample (every communicator)
   int64_t last_eval_bytes = 0;    // sent by this rank during the last validation

@@ -28,10 +28,11 @@ class HostModel final : public UnitModel {
     loss_calls_ = 0;
     return mean;
   }
-  void row_losses(float* out) override {
+  void copy_row_losses(int slot) override {
     const float* l = m_.row_losses();
-    std::copy(l, l + int64_t(m_.batch()) * m_.seq(), out);
+    row_slots_[slot].assign(l, l + int64_t(m_.batch()) * m_.seq());
   }
+  const float* row_losses_ready(int slot) override { return row_slots_[slot].data(); }
   void backward_final(const void* fin, void* fin_grad) override {
     m_.backward_final(f(fin), static_cast<float*>(fin_grad));
   }
@@ -54,6 +55,7 @@ class HostModel final : public UnitModel {
   const int32_t* targets_ = nullptr;
   double loss_sum_ = 0;  // sum of per-batch means: every batch has B*T rows
   int loss_calls_ = 0;
+  std::vector<float> row_slots_[2];  // copy_row_losses
 };
 
 }  // namespace

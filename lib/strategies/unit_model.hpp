@@ -33,9 +33,13 @@ class UnitModel {
   // Mean loss of the forward_head calls since the last take_loss (the GPU
   // waits here: once per step, and once per validation).
   virtual double take_loss() = 0;
-  // Host copy of the last forward_head's per-position losses, B*T floats in
-  // batch order (evaluation: the GPU waits here).
-  virtual void row_losses(float* out) = 0;
+  // The last forward_head's per-position losses, B*T floats in batch order,
+  // copied to host slot `slot` (0 or 1) without waiting; row_losses_ready
+  // waits for that copy and returns the slot, valid until the next copy into
+  // it. So a caller scores one pass while the device computes the next
+  // (HellaSwag: one wait per pass, for the pass before).
+  virtual void copy_row_losses(int slot) = 0;
+  virtual const float* row_losses_ready(int slot) = 0;
   virtual void backward_final(const void* fin, void* fin_grad) = 0;
   virtual void backward_block(int layer, const void* block, void* block_grad) = 0;
   virtual void backward_embedding(void* emb_grad) = 0;

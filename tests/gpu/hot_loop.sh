@@ -22,7 +22,9 @@
 #    stages every collective through host memory (the test path for ranks
 #    sharing a GPU; the product path is NCCL).
 # And one batch of a validation (2 and 4 batches of an evaluation): one
-# upload, no host wait, no copy back, no allocation.
+# upload, no host wait, no copy back, no allocation; one HellaSwag pass (8
+# and 16 examples): one upload and one copy back into pinned memory, waited
+# for by polling its event while the next pass computes, no other wait.
 # Kernels are counted by name from the launch log (GPT_EMULATED_LAUNCH_LOG,
 # tests/unit/host_cuda/launch_log.hpp). Prints one row per set-up and writes
 # WORK_DIR/hot_loop.json.
@@ -66,9 +68,20 @@ for batches in 2 4; do
     --device cuda --val-data "$work/val/v_val_*.bin" --val-batches "$batches" > "$dir/log" 2>&1 ||
     { echo "FAILED: validation of $batches batches"; cat "$dir/log"; exit 1; }
 done
+# HellaSwag (an evaluation of 8 and of 16 examples, 4 rows each, cut to the
+# 32 positions: passes of one shape): one pass uploads its tokens, copies its
+# row losses back into pinned memory and waits only for the pass before's.
+python3 "$here/../make_hellaswag.py" "$work/text.txt" "$work/hellaswag.jsonl" 16
+for examples in 8 16; do
+  dir="$work/hellaswag/steps$examples"  # counts() reads NAME/stepsN
+  mkdir -p "$dir"
+  GPT_EMULATED_API_LOG="$dir" "$mpirun" -np 1 "$trainer" --config "$work/tiny.toml" --n-head 2 --steps 0 \
+    --device cuda --hellaswag "$work/hellaswag.jsonl" --hellaswag-examples "$examples" > "$dir/log" 2>&1 ||
+    { echo "FAILED: HellaSwag of $examples examples"; cat "$dir/log"; exit 1; }
+done
 
 python3 - "$work" <<'PY'
-import glob, json, os, sys
+import glob, json, os, re, sys
 work = sys.argv[1]
 
 def counts(name, steps):
@@ -147,6 +160,24 @@ for k, v in batch.items():
 if batch.get("copy.h2d", 0) > 1:
     failures.append(f"validation: {batch['copy.h2d']:g} uploads per batch, budget 1")
 report.append({"setup": "validation batch", "calls": batch})
+
+def passes(examples):
+    log = open(os.path.join(work, "hellaswag", f"steps{examples}", "log")).read()
+    return int(re.search(r"hellaswag: \d+ examples from .*?; (\d+) passes", log).group(1))
+a, b = counts("hellaswag", 8), counts("hellaswag", 16)
+n = passes(16) - passes(8)
+hs = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in set(a) | set(b)} if a and b and n > 0 else {}
+hs = {k: v for k, v in hs.items() if v}
+print(f"per HellaSwag pass ({n} passes more): {hs}")
+if not hs.get("launch"):
+    failures.append("HellaSwag: no kernels counted per pass: the audit measured nothing")
+for k, v in hs.items():
+    if k.startswith(("alloc.", "create.", "destroy.", "sync.")) or k == "copy.pageable":
+        failures.append(f"HellaSwag: {k} {v:g} per pass, budget 0")
+for k in ("copy.h2d", "copy.d2h"):
+    if hs.get(k, 0) > 1:
+        failures.append(f"HellaSwag: {k} {hs[k]:g} per pass, budget 1")
+report.append({"setup": "hellaswag pass", "calls": hs})
 
 with open(os.path.join(work, "hot_loop.json"), "w") as f:
     json.dump(report, f, indent=1)

@@ -76,7 +76,8 @@ class EmuModel final : public UnitModel {
     if (emb_grad) narrow_grad(E(), emb_grad);
   }
   double take_loss() override { return host_->take_loss(); }
-  void row_losses(float* out) override { host_->row_losses(out); }
+  void copy_row_losses(int slot) override { host_->copy_row_losses(slot); }
+  const float* row_losses_ready(int slot) override { return host_->row_losses_ready(slot); }
   void backward_final(const void* fin, void* fin_grad) override {
     host_->backward_final(wide(L_.final_unit(), fin, 0), wide_grad(L_.final_unit(), fin_grad));
     narrow_grad(L_.final_unit(), fin_grad);

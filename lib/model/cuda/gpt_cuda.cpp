@@ -81,6 +81,9 @@ DeviceGPT<T>::~DeviceGPT() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (uploaded_) cudaEventDestroy(uploaded_);
   if (staging_) cudaFreeHost(staging_);
+  for (cudaEvent_t e : row_copied_)
+    if (e) cudaEventDestroy(e);
+  if (row_slots_) cudaFreeHost(row_slots_);
 }
 
 template <typename T>
@@ -214,10 +217,24 @@ double DeviceGPT<T>::take_loss() {
 }
 
 template <typename T>
-void DeviceGPT<T>::row_losses(float* out) {
+void DeviceGPT<T>::copy_row_losses(int slot) {
+  GPT_CHECK(slot == 0 || slot == 1, "row-loss slot {} is not 0 or 1", slot);
+  const size_t max_rows = size_t(opt_.max_batch) * size_t(opt_.max_seq);
+  if (!row_slots_) {  // first use (HellaSwag): not in a training step
+    GPT_CUDA_OK(cudaMallocHost(&row_slots_, 2 * max_rows * sizeof(float)));
+    for (cudaEvent_t& e : row_copied_) GPT_CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   const size_t N = size_t(B_) * size_t(T_);
-  GPT_CUDA_OK(cudaMemcpyAsync(out, losses_.data(), N * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  wait_stream(stream_, "evaluation losses");
+  GPT_CUDA_OK(cudaMemcpyAsync(row_slots_ + size_t(slot) * max_rows, losses_.data(), N * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream_));
+  GPT_CUDA_OK(cudaEventRecord(row_copied_[slot], stream_));
+}
+
+template <typename T>
+const float* DeviceGPT<T>::row_losses_ready(int slot) {
+  GPT_CHECK(row_slots_ && (slot == 0 || slot == 1), "row losses of slot {} were never copied", slot);
+  wait_event(row_copied_[slot], "evaluation losses");
+  return row_slots_ + size_t(slot) * size_t(opt_.max_batch) * size_t(opt_.max_seq);
 }
 
 template <typename T>

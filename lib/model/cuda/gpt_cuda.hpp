@@ -72,9 +72,12 @@ class DeviceGPT {
   // Mean loss over the rows of every forward_head since the last call.
   // Synchronises the stream.
   double take_loss();
-  // Host copy of the last forward_head's per-position losses (B*T floats).
-  // Synchronises the stream.
-  void row_losses(float* out);
+  // The last forward_head's per-position losses (B*T floats) copied into
+  // pinned host slot `slot` (0 or 1), queued on the stream; row_losses_ready
+  // waits for that copy (bounded) and returns the slot. The slots (2 x
+  // max_batch x max_seq floats) are allocated on first use.
+  void copy_row_losses(int slot);
+  const float* row_losses_ready(int slot);
 
   // Host logits[padded_vocab] of one row after a forward (sampling).
   void logits_row(const T* fin, const T* emb, int64_t row, float* out);
@@ -118,6 +121,8 @@ class DeviceGPT {
   int32_t* staging_ = nullptr;  // pinned host copy of batch_
   size_t staging_elems_ = 0;
   cudaEvent_t uploaded_ = nullptr;
+  float* row_slots_ = nullptr;                      // copy_row_losses' pinned slots, 2 x max_batch x max_seq
+  cudaEvent_t row_copied_[2] = {nullptr, nullptr};  // each slot's copy
 };
 
 }  // namespace gpt::cuda

@@ -163,7 +163,8 @@ class DeviceModel final : public UnitModel {
     m_.forward_head(t(fin), t(emb), static_cast<T*>(emb_grad), loss_scale);
   }
   double take_loss() override { return m_.take_loss(); }
-  void row_losses(float* out) override { m_.row_losses(out); }
+  void copy_row_losses(int slot) override { m_.copy_row_losses(slot); }
+  const float* row_losses_ready(int slot) override { return m_.row_losses_ready(slot); }
   void backward_final(const void* fin, void* fin_grad) override { m_.backward_final(t(fin), static_cast<T*>(fin_grad)); }
   void backward_block(int layer, const void* block, void* g) override {
     m_.backward_block(layer, t(block), static_cast<T*>(g));
