@@ -137,8 +137,8 @@ template <typename T>
 double GPT<T>::forward_head(const T* fin, const T* emb, const int32_t* targets, T* emb_grad, T loss_scale) {
   const GPTConfig& c = layout_.config();
   const int64_t N = int64_t(B_) * T_;
-  final_ln(fin);
   GPT_CHECK(!emb_grad || !opt_.forward_only, "no gradients from a forward-only model");
+  final_ln(fin);
   cpu::ClassifierArgs<T> a;
   a.inp = lnf_.data();
   a.wte = emb + layout_.wte_offset();

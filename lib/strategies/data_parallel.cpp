@@ -292,40 +292,33 @@ class DataParallel final : public Strategy {
     UnitSlice s;
     s.begin = u.sh.begin;
     s.end = u.sh.valid_end;
-    // Evaluation only: the compute copy of the owned piece (fp32 on the
-    // host, where it is its own master), and no moments.
-    const int parts = opt_.trains ? 3 : 1;
-    float* state[3] = {opt_.trains ? master_ptr(u) : nullptr, u.m.f32(), u.v.f32()};
+    void* state[3];
+    DType type[3];
+    const int parts = owned_state(u, state, type);
     if (A_->on_device()) {
       // Checkpoints read and write host memory: host copies of the owned state.
       if (u.host.empty())
         for (int g = 0; g < parts; ++g) u.host.emplace_back(size_t(u.sh.shard_numel), MemCategory::kScratch, nullptr);
       for (int g = 0; g < parts; ++g) {
-        if (opt_.trains)
-          A_->download(u.host[g].data(), state[g], DType::kF32, u.sh.shard_numel);
-        else
-          A_->download(u.host[g].data(), owned_piece(u), pt_, u.sh.shard_numel);
+        A_->download(u.host[g].data(), state[g], type[g], u.sh.shard_numel);
         state[g] = u.host[g].data();
       }
-    } else if (!opt_.trains) {
-      state[0] = static_cast<float*>(owned_piece(u));  // the host's parameters are fp32
     }
-    for (int g = 0; g < parts; ++g) s.state[g] = state[g];
+    // Host memory (the host arena's, or the copies above) is fp32.
+    for (int g = 0; g < parts; ++g) s.state[g] = static_cast<float*>(state[g]);
     s.canonical = !rep_ || rep_->rank() == 0;  // one replica's partition is written
     return s;
   }
 
   void after_load() override {
     for (Unit& u : units_) {
-      if (!opt_.trains) {  // the loaded parameters straight into the compute copy (the host's is loaded in place)
-        if (A_->on_device() && !u.host.empty()) A_->upload(owned_piece(u), pt_, u.host[0].data(), u.sh.shard_numel);
-        continue;
-      }
       if (A_->on_device() && !u.host.empty()) {
-        float* state[3] = {master_ptr(u), u.m.f32(), u.v.f32()};
-        for (int g = 0; g < 3; ++g) A_->upload(state[g], DType::kF32, u.host[g].data(), u.sh.shard_numel);
+        void* state[3];
+        DType type[3];
+        const int parts = owned_state(u, state, type);
+        for (int g = 0; g < parts; ++g) A_->upload(state[g], type[g], u.host[g].data(), u.sh.shard_numel);
       }
-      if (mixed_)  // the compute copy of the owned piece from the loaded master
+      if (u.master.size())  // the compute copy of the owned piece from the loaded master
         A_->convert(owned_piece(u), pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
     }
     gather_replicated_params();
@@ -357,7 +350,18 @@ class DataParallel final : public Strategy {
 
   // The compute copy (pt_) of the piece this rank owns and updates.
   void* owned_piece(Unit& u) { return params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin); }
-  float* master_ptr(Unit& u) { return mixed_ ? u.master.f32() : static_cast<float*>(owned_piece(u)); }
+  // What a checkpoint holds of the owned piece, in arena memory, and its types; returns how many (3, or 1 for an
+  // evaluation-only strategy: the parameters alone). The parameters are the fp32 master weights where there are
+  // any (bf16 training), else the compute copy itself (fp32; or an evaluation's bf16, widened and narrowed on the
+  // way to and from the host).
+  int owned_state(Unit& u, void* state[3], DType type[3]) {
+    state[0] = u.master.size() ? u.master.data() : owned_piece(u);
+    type[0] = u.master.size() ? DType::kF32 : pt_;
+    state[1] = u.m.data();
+    state[2] = u.v.data();
+    type[1] = type[2] = DType::kF32;
+    return opt_.trains ? 3 : 1;
+  }
 
   // A training call on an evaluation-only strategy (StrategyOptions::trains):
   // a bug in the caller, which would otherwise write through null gradients.
