@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     const ParamLayout layout(w.model);
     // A --config of steps = 0 plans gpt_train's evaluation: the parameters alone and one block's activations.
     const std::string memory_note =
-        !w.trains             ? ", evaluation only (steps = 0): the parameters alone (times: a training step's)"
+        !w.trains             ? ", evaluation only (steps = 0): the parameters alone; times per batch (a forward pass)"
         : ckpt                ? ", activation checkpointing"
         : recompute != "none" ? ", recompute " + recompute
                               : std::string();

@@ -501,10 +501,11 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   if (cfg.lr_decay_steps > 0 && pending.lr_decay_ratio)
     throw ConfigError(fmt::format("invalid lr-decay-steps = {}: give lr-decay-steps or lr-decay-ratio, not both",
                                   cfg.lr_decay_steps));
-  if (cfg.lr_decay_steps > std::max(0, cfg.steps - cfg.warmup))
+  if (cfg.steps > 0 && cfg.lr_decay_steps > std::max(0, cfg.steps - cfg.warmup))  // --steps 0 has no schedule
     throw ConfigError(fmt::format("invalid lr-decay-steps = {}: larger than steps - warmup = {} - {} = {}",
                                   cfg.lr_decay_steps, cfg.steps, cfg.warmup, std::max(0, cfg.steps - cfg.warmup)));
-  if (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0)
+  // --steps 0 takes no training step, so it has no global batch: an evaluation reads micro-batches alone.
+  if (cfg.steps > 0 && (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0))
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
   if (need_data && cfg.data.empty() && cfg.steps > 0)  // --steps 0 trains nothing, so needs no training data

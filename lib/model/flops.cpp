@@ -21,6 +21,11 @@ double train_flops_per_token(const GPTConfig& c, int seq_len) {
   return f.blocks_forward + f.head + f.blocks_backward;
 }
 
+double forward_flops_per_token(const GPTConfig& c, int seq_len) {
+  const StepFlops f = step_flops_per_token(c, seq_len);
+  return f.blocks_forward + f.head / 3;  // the head's forward GEMM of its three
+}
+
 }  // namespace gpt
 
 namespace gpt {

@@ -29,6 +29,9 @@ struct StepFlops {
   double blocks_forward, head, blocks_backward;
 };
 StepFlops step_flops_per_token(const GPTConfig& c, int seq_len);
+// One forward pass (an evaluation's): a third of train_flops_per_token,
+// the blocks forward and the head's forward GEMM (2 x V*C).
+double forward_flops_per_token(const GPTConfig& c, int seq_len);
 
 }  // namespace gpt
 

@@ -226,6 +226,18 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
     const ShardRange sh = shard_range(layout.unit(u).numel, s.S, 0);
     const int64_t full_p = sh.padded_numel * f.param_bytes, full_r = sh.padded_numel * f.reduce_bytes;
     const bool emb_or_final = u == layout.embedding_unit() || u == layout.final_unit();
+    if (!w.trains) {
+      // Evaluation only: no gradient, so no reduction and no norm. Sharded
+      // parameters are gathered once per forward pass (one batch), except
+      // the embedding and final units, gathered once for all the passes of
+      // an evaluation (Trainer::Impl::release_ends): a batch of a long
+      // evaluation gathers the blocks alone. Replicated ones send nothing.
+      if (s.params_sharded && !emb_or_final) {
+        c.shard_bytes += ring(1, full_p, s.S);
+        c.shard_calls.gathers_scatters += shard;
+      }
+      continue;
+    }
     if (s.params_sharded) {
       // zero3: all-gather in forward and again in backward, except the
       // embedding and final units, which stay gathered through the
@@ -259,10 +271,12 @@ CommCost comm_cost(const Workload& w, const Placement& p) {
     c.replicate_bytes += ring(2, reduced, s.R);
     c.replicate_calls.all_reduces += replicate;
   }
-  c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
-  c.after_backward_bytes += ring(2, 4, s.S);
-  c.shard_calls.all_reduces += shard;
-  c.after_backward_calls.all_reduces += shard;
+  if (w.trains) {
+    c.shard_bytes += ring(2, 4, s.S);  // the grad-norm partial sums (one fp32) over the shard group
+    c.after_backward_bytes += ring(2, 4, s.S);
+    c.shard_calls.all_reduces += shard;
+    c.after_backward_calls.all_reduces += shard;
+  }
   c.bytes = c.shard_bytes + c.replicate_bytes;
   c.calls = c.shard_calls.total() + c.replicate_calls.total();
   // Shard groups: S consecutive ranks, R of them; replicate groups: stride S, S of them.

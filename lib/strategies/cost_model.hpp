@@ -65,6 +65,9 @@ struct Workload {
   AttentionImpl attention = AttentionImpl::kOurs;
   // false: evaluation only (gpt_train --steps 0, StrategyOptions::trains):
   // the parameters are the whole model state, and no gradient is reduced.
+  // Its "step" is one batch's forward pass (accum 1): compute a third of a
+  // training step's, communication the blocks' gathers where parameters
+  // are sharded, nothing otherwise.
   bool trains = true;
 };
 
@@ -90,7 +93,9 @@ struct MemoryCost {
 };
 
 struct CommCost {
-  int64_t bytes = 0;         // sent per rank per optimizer step (ring convention)
+  int64_t bytes = 0;         // sent per rank per optimizer step (ring convention); an evaluation's
+                             // (!Workload::trains): per batch, its blocks' gathers (the ends' are once per
+                             // evaluation)
   int64_t intra_bytes = 0;   // of which over links inside a node (average over ranks)
   int64_t inter_bytes = 0;   // of which over links between nodes
   int64_t shard_bytes = 0;   // in the shard group (all-gathers, reduce-scatters, the norm)

@@ -19,7 +19,8 @@ Workload run_workload(const RunConfig& c, int world, int threads, const std::str
   w.model = c.gpt;
   w.seq_len = c.seq_len;  // 0: the model's context (Workload::T)
   w.micro_batch = c.micro_batch;
-  w.accum = accum_steps(c.global_batch, c.micro_batch, world, source);
+  // An evaluation (--steps 0) has no global batch: its batches are one micro-batch per rank.
+  w.accum = c.steps > 0 ? accum_steps(c.global_batch, c.micro_batch, world, source) : 1;
   w.activation_checkpointing = c.activation_checkpointing;
   w.recompute = c.recompute;
   w.threads = threads;
@@ -107,8 +108,9 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   r.fits = double(r.mem.total()) <= c.headroom * double(c.device_memory);
   const int T = w.T();
   const double tokens_rank = double(w.micro_batch) * T * std::max(1, w.accum);
-  r.compute_s = train_flops_per_token(w.model, T) * tokens_rank / (c.peak_flops * c.assumed_mfu) *
-                (w.activation_checkpointing ? 4.0 / 3.0 : 1.0);
+  // An evaluation's batch is one forward pass (a third of a training step's FLOPs), recomputing nothing.
+  r.compute_s = (w.trains ? train_flops_per_token(w.model, T) : forward_flops_per_token(w.model, T)) * tokens_rank /
+                (c.peak_flops * c.assumed_mfu) * (w.activation_checkpointing && w.trains ? 4.0 / 3.0 : 1.0);
   const CommCost& m = r.comm;
   const double shard_bw = c.ring_bw(m.shard_group_spans_nodes, m.shard_group_ranks_per_node);
   const double rep_bw = c.ring_bw(m.replicate_group_spans_nodes, m.replicate_group_ranks_per_node);
@@ -129,7 +131,7 @@ PlanRow evaluate(const Workload& w, const ClusterSpec& c, const Placement& p) {
   // Lumped: the whole compute.
   const bool gathers_in_forward =
       S > 1 && (sharding_rule(p.kind, p.hybrid_inner, S).params_sharded || w.format.gpu);
-  const double window = r.compute_s * (gathers_in_forward ? 1.0 : 2.0 / 3.0);
+  const double window = r.compute_s * (gathers_in_forward || !w.trains ? 1.0 : 2.0 / 3.0);
   r.comm_s = serial + overlappable;
   r.exposed_s = serial + std::max(0.0, overlappable - window);
   r.step_s = r.compute_s + r.exposed_s;
@@ -184,11 +186,12 @@ Plan make_plan(const Workload& w, const ClusterSpec& c) {
   std::vector<std::string> too_big;
   for (const PlanRow& r : plan.rows)
     if (!r.fits) too_big.push_back(r.placement.name());
+  const char* step = w.trains ? "step" : "batch";  // an evaluation's step is a batch's forward pass
   plan.reasoning = fmt::format(
-      "{}: needs {} per rank of {} usable, predicted {:.3f} s per step ({:.0f} tokens/s), {} of communication per "
-      "step in {} collectives ({:.3f} s of latency), {:.3f} s of it exposed.{}",
-      b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, b.tokens_per_s,
-      format_bytes(double(b.comm.bytes)), b.comm.calls, b.latency_s, b.exposed_s,
+      "{}: needs {} per rank of {} usable, predicted {:.3f} s per {} ({:.0f} tokens/s), {} of communication per "
+      "{} in {} collectives ({:.3f} s of latency), {:.3f} s of it exposed.{}",
+      b.placement.name(), format_bytes(double(b.mem.total())), format_bytes(budget), b.step_s, step, b.tokens_per_s,
+      format_bytes(double(b.comm.bytes)), step, b.comm.calls, b.latency_s, b.exposed_s,
       too_big.empty() ? " Every candidate fits; it is the fastest (ties go to fewer bytes across nodes, then fewer "
                         "bytes, then less memory)."
                       : fmt::format(" It is the fastest of those that fit; {} do not fit.", fmt::join(too_big, ", ")));
@@ -204,11 +207,12 @@ std::string format_plan(const Plan& p) {
   const auto b = [&](int64_t x) {
     return gib ? fmt::format("{:.2f}", double(x) / 0x1p30) : fmt::format("{:.1f}", double(x) / 0x1p20);
   };
+  const char* step = p.workload.trains ? "step" : "batch";  // an evaluation's: one batch's forward pass
   std::string s = fmt::format(
       "| strategy | params | grads | optim | activations | buffers | sample cache | total {0} | fits "
-      "| comm/step {0} (intra / inter) | compute s | exposed comm s | step s | tokens/s |\n"
+      "| comm/{1} {0} (intra / inter) | compute s | exposed comm s | {1} s | tokens/s |\n"
       "|---|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|\n",
-      unit);
+      unit, step);
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const PlanRow& r = p.rows[i];
     s += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({} / {}) | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n",

@@ -98,7 +98,7 @@ struct Plan {
 // The workload a gpt_train config describes on `world` ranks of `threads`
 // CPU threads each: its model, sequence length, micro-batch, accumulation
 // (the data loader's accum_steps; `source`, a config file, is named in its
-// error), activation recomputation, samples and precision. Used by
+// error; 1 for an evaluation, steps = 0, which has no global batch), activation recomputation, samples and precision. Used by
 // --strategy auto and plan --config alike, so they plan the same run.
 Workload run_workload(const RunConfig& c, int world, int threads, const std::string& source = {});
 

@@ -87,8 +87,9 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       attention_note(resolve_attention()),
       code_note(resolve_code_note()),
       model(backend ? backend->make_model(layout, model_options()) : make_host_model(layout, model_options(), &mem)),
-      // --steps 0 needs no data; a run that trains without any fails in expand_globs ("empty data pattern").
-      loader(cfg.data.empty() && cfg.steps == 0
+      // --steps 0 reads no training data (and has no global batch), though a training config's --data may be
+      // given; a run that trains without any fails in expand_globs ("empty data pattern").
+      loader(cfg.steps == 0
                  ? std::nullopt
                  : std::optional<DataLoader>(
                        std::in_place, LoaderOptions{expand_globs(cfg.data), cfg.seq_len, cfg.global_batch,
@@ -98,8 +99,6 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
       sched{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.lr_decay, cfg.lr_decay_ratio, cfg.lr_decay_steps},
       nan_grad_steps(nan_grad_steps_for_test()) {
   note_progress("the model and the data");
-  // Evaluation only: the batch must still divide, as the loader makes sure where there is one.
-  if (!loader) accum_steps(cfg.global_batch, cfg.micro_batch, world);
   if (!cfg.val_data.empty()) {
     val_loader.emplace(LoaderOptions{expand_globs(cfg.val_data), cfg.seq_len, cfg.micro_batch * world, cfg.micro_batch,
                                      rank, world, cfg.seed, false, cfg.gpt.vocab_size});
@@ -336,7 +335,7 @@ std::array<int64_t, 6> Trainer::Impl::mem_max() {
 // The run's metrics header and start-up log: what runs, on what, and the
 // flags that change nothing as given. m0: mem_max() before the first step.
 void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
-  const int accum = accum_steps(cfg.global_batch, cfg.micro_batch, world);
+  const int accum = loader ? loader->accum_steps() : 0;  // 0: --steps 0 takes no optimizer step
   nlohmann::json header = {{"type", "run"},
                            {"config", cfg.to_json()},
                            {"strategy", cfg.strategy},
@@ -387,10 +386,13 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
         tensor_core_where, tensor_core_note);
   else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
     log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
-  log0("data: {}; global batch {} = micro {} x accum {} x ranks {}; {}; GEMM peak {:.1f} GFLOP/s{}",
-       loader ? fmt::format("{} tokens, {} sequences", loader->num_tokens(), loader->num_windows())
-              : std::string("none (--steps 0: evaluation only)"),
-       cfg.global_batch, cfg.micro_batch, accum, world, count_of(num_threads(), "thread"), gemm_peak / 1e9,
+  const std::string batch =
+      loader ? fmt::format("{} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}",
+                           loader->num_tokens(), loader->num_windows(), cfg.global_batch, cfg.micro_batch, accum, world)
+             : fmt::format("none (--steps 0: evaluation only{}); batches of micro {} x ranks {}",
+                           cfg.data.empty() ? "" : fmt::format("; --data {} is not read", cfg.data), cfg.micro_batch,
+                           world);
+  log0("data: {}; {}; GEMM peak {:.1f} GFLOP/s{}", batch, count_of(num_threads(), "thread"), gemm_peak / 1e9,
        cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
   if (cfg.steps == 0)
     log0("learning rate: none (--steps 0: evaluation only)");
@@ -412,7 +414,11 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
     warn0("--steps 0 without --val-data, --hellaswag or --sample-tokens: there is nothing to evaluate");
   if (cfg.sample_every > 0 && cfg.sample_tokens == 0)
     warn0("--sample-every {} with --sample-tokens 0: there are no samples", cfg.sample_every);
-  if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
+  if (cfg.steps == 0 && (cfg.activation_checkpointing || cfg.recompute != Recompute::kNone))
+    warn0("--{} with --steps 0: an evaluation keeps one block's activations already, so it changes nothing",
+          cfg.activation_checkpointing ? std::string("activation-checkpointing")
+                                       : fmt::format("recompute {}", to_string(cfg.recompute)));
+  else if (cfg.activation_checkpointing && cfg.recompute != Recompute::kNone)
     warn0("--recompute {} with --activation-checkpointing: whole blocks are recomputed, so it changes nothing",
           to_string(cfg.recompute));
   // Flags of one strategy given to another (strategy auto sets them itself).

@@ -16,7 +16,12 @@
 #      bit;
 #   4. --steps 0 --resume that checkpoint: the eval record is at step 6;
 #   5. --steps 0 with nothing to evaluate warns; --steps 3 without data is
-#      one line naming the missing --data.
+#      one line naming the missing --data;
+#   6. --steps 0 from the training config (its --data given, not read): run
+#      2's evaluation bit for bit; on 3 ranks with --micro-batch 16 (which
+#      global-batch 8 cannot be split into) and --lr-decay-steps 100 (longer
+#      than any schedule of 0 steps) it runs, its header's accum_steps is 0,
+#      and --recompute warns that it changes nothing.
 #   eval_only.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -87,4 +92,23 @@ nodata_run idle 1 --steps 0 && grep -q 'warning.*--steps 0 without --val-data, -
 rc=0; nodata_run nodata 2 --steps 3 || rc=$?
 (( rc != 0 )) && grep -q 'error: missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only' \
   "$work/nodata.log" || { cat "$work/nodata.log"; fail "--steps 3 without data (exit $rc)"; }
+# An evaluation reads no training data and has no global batch or schedule.
+tiny_run_ok with_data 2 --steps 0 "${evals[@]}" --strategy ddp --metrics "$work/with_data.jsonl"
+grep -q "data: none (--steps 0: evaluation only; --data $work/data/d_train_\*.bin is not read); batches of micro 2 x ranks 2" \
+  "$work/with_data.log" || { cat "$work/with_data.log"; fail "the evaluation's data line with --data given"; }
+tiny_run_ok odd 3 --steps 0 "${evals[@]}" --micro-batch 16 --lr-decay-steps 100 --recompute gelu-ln \
+  --metrics "$work/odd.jsonl"
+grep -q 'warning.*--recompute gelu-ln with --steps 0: an evaluation keeps one block.s activations already' \
+  "$work/odd.log" || { cat "$work/odd.log"; fail "--recompute with --steps 0: no warning"; }
+python3 - "$work" <<'PY' || fail "the evaluation from the training config"
+import json, sys
+def recs(name):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{name}.jsonl")]
+ev = lambda name: [r for r in recs(name) if r.get("type") == "eval"][0]
+assert ev("with_data")["val_loss"] == ev("fresh")["val_loss"], (ev("with_data"), ev("fresh"))
+odd = recs("odd")
+assert odd[0]["accum_steps"] == 0 and odd[0]["train_tokens"] == 0 and odd[0]["world_size"] == 3, odd[0]
+assert ev("odd")["hellaswag"]["examples"] == 24, ev("odd")
+PY
 echo "ok: --steps 0 evaluates as the training run did at step 0 and step 6; the start's evaluation is in the metrics"
+echo "ok: an evaluation from a training config reads no training data and needs no global batch that divides"

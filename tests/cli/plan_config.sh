@@ -5,7 +5,8 @@
 #   2. the run itself, 2 ranks: ddp's measured peak per rank equals the
 #      plan's ddp total byte for byte (model state, activations and sampling's
 #      key/value cache are exact), zero3's stays within its bound; and
-#      for the same run with steps = 0 (an evaluation), ddp's too;
+#      for the same run with steps = 0 (an evaluation), ddp's too, and it
+#      plans on 3 ranks, which global-batch 8 does not divide (per batch);
 #   3. a global batch the ranks cannot split is an error naming the file.
 #   plan_config.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -43,7 +44,8 @@ for s in ddp zero3; do
 done
 echo "ok: ddp's measured peak is the plan's total; zero3's is within it"
 
-# 2b. the same for an evaluation (steps = 0): the parameters alone, one block's activations, the sample's cache
+# 2b. the same for an evaluation (steps = 0): the parameters alone, one block's activations, the sample's cache;
+# per batch (a forward pass), on any number of ranks
 sed 's/^steps = 6$/steps = 0/' "$cfg" >"$work/eval.toml"
 "$plan" --config "$work/eval.toml" --ranks 2 --json "$work/plan.json" >"$work/eval_plan.txt" ||
   { cat "$work/eval_plan.txt"; fail "plan --config eval.toml failed"; }
@@ -55,7 +57,13 @@ measured=$(peak "$work/eval.jsonl"); planned=$(total ddp); trained=$(peak "$work
 echo "evaluation, ddp: measured peak $measured bytes per rank, planned $planned (training: $trained)"
 [[ $measured == "$planned" ]] || fail "evaluation, ddp: measured peak $measured != planned $planned"
 ((measured < trained)) || fail "the evaluation's peak $measured is not below training's $trained"
-echo "ok: an evaluation's measured peak is the plan's total, below training's"
+# An evaluation has no global batch: 3 ranks plan it; its times are a batch's.
+"$plan" --config "$work/eval.toml" --ranks 3 >"$work/eval_plan3.txt" 2>&1 ||
+  { cat "$work/eval_plan3.txt"; fail "plan of steps = 0 on 3 ranks (global-batch 8) failed"; }
+grep -q "micro-batch 2 x accum 1, .*evaluation only (steps = 0): the parameters alone; times per batch" \
+  "$work/eval_plan3.txt" && grep -q "| comm/batch MiB (intra / inter) | compute s | exposed comm s | batch s |" \
+  "$work/eval_plan3.txt" || { cat "$work/eval_plan3.txt"; fail "plan of steps = 0: its header"; }
+echo "ok: an evaluation's measured peak is the plan's total, below training's; its plan needs no global batch"
 
 # 3. a batch the ranks cannot split
 out=$("$plan" --config "$cfg" --ranks 3 2>&1) && fail "--ranks 3 with global-batch 8 succeeded"

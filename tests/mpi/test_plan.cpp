@@ -99,7 +99,8 @@ TEST(Planner, PredictionsEqualMeasuredForEveryStrategy) {
 // (no gradients, master weights or moments), and the model one block's
 // activations and no backward buffers, as the planner predicts: model state
 // and activations exactly, buffers an upper bound; a quarter of training's
-// model state in fp32, about half its activations here.
+// model state in fp32, about half its activations here. A batch of an
+// evaluation sends the bytes the planner counts for it.
 TEST(Planner, EvaluationOnlyKeepsTheParametersAloneAsPredicted) {
   const int W = test::env().size();
   for (const Case& k : cases(W)) {
@@ -113,10 +114,22 @@ TEST(Planner, EvaluationOnlyKeepsTheParametersAloneAsPredicted) {
     c.steps = 1;
     const TrainSummary trained = Trainer(c, MPI_COMM_WORLD).run();
     c.steps = 0;
+    c.val_data = c.data;
+    c.val_batches = 1;
+    const int64_t one_batch = Trainer(c, MPI_COMM_WORLD).run().eval_comm_bytes;
+    c.val_batches = 3;
     const TrainSummary evaluated = Trainer(c, MPI_COMM_WORLD).run();
     Workload w = workload_of(c, W);
     w.trains = false;  // one block's activations serve every forward; no backward buffers
     const MemoryCost mem = memory_cost(w, placement_of(k, W));
+    // A batch of an evaluation sends what the planner counts for it: the blocks' gathers where parameters are
+    // sharded (the ends are gathered once per evaluation: in the first batch's bytes, not in the others').
+    const CommCost comm = comm_cost(w, placement_of(k, W));
+    EXPECT_EQ(evaluated.eval_comm_bytes - one_batch, 2 * comm.bytes);
+    EXPECT_GE(one_batch, comm.bytes);
+    const Placement p = placement_of(k, W);
+    const bool gathers = p.shard_size() > 1 && sharding_rule(p.kind, p.hybrid_inner, p.shard_size()).params_sharded;
+    EXPECT_EQ(comm.bytes > 0, gathers);
     EXPECT_EQ(mem.grads, 0);
     EXPECT_EQ(mem.optim, 0);
     EXPECT_EQ(evaluated.model_state_bytes, mem.params);
@@ -247,6 +260,20 @@ TEST(Planner, AgreesWithTheIdealisedFormulas) {
     EXPECT_NEAR(comm(StrategyKind::kZero3, fp32) + 4 * emb_final * r, 4 * 3 * Psi * r, 0.01 * 4 * Psi);
     // bf16: zero3 gathers bf16 parameters twice, reduces fp32 gradients once.
     EXPECT_NEAR(comm(StrategyKind::kZero3, bf16) + 2 * emb_final * r, (2 * 2 + 4) * Psi * r, 0.01 * 4 * Psi);
+    // An evaluation's batch: zero3 gathers the blocks' bf16 parameters once (the ends once per evaluation);
+    // the strategies that keep whole parameters send nothing.
+    Workload e = w;
+    e.trains = false;
+    e.format = bf16;
+    const auto eval_comm = [&](StrategyKind k) {
+      return comm_cost(e, make_placement(k, StrategyKind::kZero3, {1, N}, 8));
+    };
+    EXPECT_NEAR(double(eval_comm(StrategyKind::kZero3).bytes), 2 * (Psi - emb_final) * r, 0.01 * 2 * Psi);
+    EXPECT_EQ(eval_comm(StrategyKind::kZero3).calls, w.model.n_layer);
+    for (StrategyKind k : {StrategyKind::kDdp, StrategyKind::kZero1, StrategyKind::kZero2}) {
+      EXPECT_EQ(eval_comm(k).bytes, 0) << to_string(k);
+      EXPECT_EQ(eval_comm(k).calls, 0) << to_string(k);
+    }
   }
   // Hybrid R x S = 8 x 8 on 8 nodes of 8: 3Ψ(S-1)/S inside the node, 2(Ψ/S)(R-1)/R across.
   const Placement h = make_placement(StrategyKind::kHybrid, StrategyKind::kZero3, {8, 8}, 8);
