@@ -93,9 +93,10 @@ struct MemoryCost {
 };
 
 struct CommCost {
-  int64_t bytes = 0;         // sent per rank per optimizer step (ring convention); an evaluation's
-                             // (!Workload::trains): per batch, its blocks' gathers (the ends' are once per
-                             // evaluation)
+  // Sent per rank per optimizer step (ring convention); an evaluation's
+  // (!Workload::trains): per batch, its blocks' gathers (the embedding and
+  // final units' are once per evaluation).
+  int64_t bytes = 0;
   int64_t intra_bytes = 0;   // of which over links inside a node (average over ranks)
   int64_t inter_bytes = 0;   // of which over links between nodes
   int64_t shard_bytes = 0;   // in the shard group (all-gathers, reduce-scatters, the norm)

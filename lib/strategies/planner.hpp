@@ -98,8 +98,9 @@ struct Plan {
 // The workload a gpt_train config describes on `world` ranks of `threads`
 // CPU threads each: its model, sequence length, micro-batch, accumulation
 // (the data loader's accum_steps; `source`, a config file, is named in its
-// error; 1 for an evaluation, steps = 0, which has no global batch), activation recomputation, samples and precision. Used by
-// --strategy auto and plan --config alike, so they plan the same run.
+// error; 1 for an evaluation, steps = 0, which has no global batch),
+// activation recomputation, samples and precision. Used by --strategy auto
+// and plan --config alike, so they plan the same run.
 Workload run_workload(const RunConfig& c, int world, int threads, const std::string& source = {});
 
 // ddp, zero1, zero2, zero3, then hybrid R×S (zero3 and zero2 inside) for
