@@ -155,7 +155,7 @@ int64_t activation_bytes(const Workload& w) {
   // and attention's scratch: on the CPU per thread (model/cpu/attention.hpp),
   // on a GPU the backward's delta rows (fp32, N x H) and, in bf16, its
   // stored score gradients, or cuDNN's workspace with its attention
-  // (model/attention_ds.hpp).
+  // (model/attention_ds.hpp); in an evaluation cuDNN's forward workspace alone.
   // The logits chunk: ~32 MiB on the CPU, 256 MiB on a GPU (model/cuda/gpt_cuda.cpp).
   const int64_t chunk =
       std::min(N, w.format.gpu ? std::max<int64_t>(128, (int64_t(256) << 20) / (Vp * w.format.act_bytes) / 128 * 128)
@@ -163,9 +163,11 @@ int64_t activation_bytes(const Workload& w) {
   const int64_t fixed = (L + 1) * N * C + (w.trains ? 11 : 1) * N * C + chunk * Vp +
                         (w.format.gpu ? 0 : cpu::attention_scratch(T, H, std::max(1, w.threads)));
   const bool bf16_gpu = w.format.gpu && w.format.act_bytes == 2;
-  const int64_t ours = attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0);
-  const int64_t cudnn = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_engine_bytes(B, T, H) +
-                        attention_cudnn_backward_data_bytes(B, T, C);
+  // An evaluation keeps none of the backward's scratch: our forward needs none, cuDNN's its engine's workspace.
+  const int64_t ours = w.trains ? attention_backward_scratch_bytes(B, T, H, bf16_gpu ? w.attention_ds_budget : 0) : 0;
+  const int64_t cudnn_backward = attention_backward_scratch_bytes(B, T, H, 0) + attention_cudnn_engine_bytes(B, T, H) +
+                                 attention_cudnn_backward_data_bytes(B, T, C);
+  const int64_t cudnn = w.trains ? cudnn_backward : attention_cudnn_forward_engine_bytes();
   const int64_t gpu_attention = !w.format.gpu                            ? 0
                                 : !bf16_gpu                              ? ours
                                 : w.attention == AttentionImpl::kCudnn ? cudnn

@@ -235,15 +235,15 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
   EXPECT_EQ(measured(float{}, kAttentionDsStoredBytes), formula(false, kAttentionDsStoredBytes));
   EXPECT_EQ(measured(bf16{}, kAttentionDsStoredBytes), formula(true, kAttentionDsStoredBytes));
   EXPECT_EQ(measured(bf16{}, 0), formula(true, 0));
-  // An evaluation's model (--steps 0): one block's activations, no backward buffers.
+  // An evaluation's model (--steps 0): one block's activations, no backward buffers or attention scratch.
   EXPECT_EQ(measured(bf16{}, 0, true), formula(true, 0, true));
   EXPECT_EQ(measured(float{}, 0, true), formula(false, 0, true));
   EXPECT_LT(formula(true, 0, true), formula(true, 0));
   EXPECT_EQ(formula(true, kAttentionDsStoredBytes) - formula(true, 0), ds);
   EXPECT_EQ(formula(false, kAttentionDsStoredBytes), formula(false, 0)) << "fp32 stores no score gradients";
   // The planner's bf16 activation bytes on a GPU for an attention, model and shape.
-  auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T,
-                     int64_t budget = kAttentionDsDefaultBytes) {
+  auto planned = [&](AttentionImpl impl, const GPTConfig& cfg, int B, int T, int64_t budget = kAttentionDsDefaultBytes,
+                     bool trains = true) {
     Workload w;
     w.model = cfg;
     w.seq_len = T;
@@ -252,6 +252,7 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     w.format.gpu = true;
     w.attention = impl;
     w.attention_ds_budget = budget;
+    w.trains = trains;
     return activation_bytes(w);
   };
   {  // Head size 128 (one head): the same, dS tiles of 64 x 64 whatever the head size.
@@ -301,6 +302,21 @@ TEST(CudaModel, ActivationBytesAreThePlannersFormula) {
     GPT_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (major == 9) {
       EXPECT_EQ(engine, planned_engine) << gpt::cuda::cudnn_attention_library();
+    }
+    // A forward-only model keeps the forward engine's workspace alone: no dQ accumulator, no delta rows.
+    GPTOptions eval{kB, kT};
+    eval.attention_cudnn = true;
+    eval.forward_only = true;
+    const int64_t before_eval = s.dev_tracker.bytes(MemCategory::kActivations);
+    DeviceGPT<bf16> e(s.layout, eval, &s.alloc, &s.mm, s.stream);
+    const int64_t eval_bytes = s.dev_tracker.bytes(MemCategory::kActivations) - before_eval;
+    const int64_t eval_planned = planned(AttentionImpl::kCudnn, s.cfg, kB, kT, kAttentionDsDefaultBytes, false);
+    EXPECT_EQ(eval_planned - formula(true, 0, true), attention_cudnn_forward_engine_bytes());
+    EXPECT_EQ(eval_bytes - eval_planned,
+              std::max(cudnn_attention_forward_workspace(full), attention_cudnn_forward_engine_bytes()) -
+                  attention_cudnn_forward_engine_bytes());
+    if (major == 9) {
+      EXPECT_EQ(eval_bytes, eval_planned) << gpt::cuda::cudnn_attention_library();
     }
   }
 }

@@ -50,20 +50,25 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   const auto S = MemCategory::kScratch;
   ln_scratch_ = DeviceBuffer<float>(size_t(layernorm_backward_scratch(C)), S, alloc);
   // The attention backward's delta rows and, in bf16, its stored score
-  // gradients (activations, as the planner counts them: cost_model.cpp).
+  // gradients (activations, as the planner counts them: cost_model.cpp);
+  // none in a forward-only model.
   const int64_t ds_budget = std::is_same_v<T, bf16> && !opt_.attention_cudnn ? opt_.attention_ds_budget : 0;
   const AttentionShape full{opt_.max_batch, opt_.max_seq, C, c.n_head};
-  att_scratch_ = DeviceBuffer<float>(size_t(attention_backward_scratch(full, ds_budget)), A, alloc);
+  att_scratch_ =
+      DeviceBuffer<float>(opt_.forward_only ? 0 : size_t(attention_backward_scratch(full, ds_budget)), A, alloc);
   // cuDNN's attention: its workspace (the engine's own and the backward's
-  // fp32 dQ accumulator, both as the planner counts them on an H100/H200),
-  // an activation like the stored dS it replaces. Building the plans here
+  // fp32 dQ accumulator, both as the planner counts them on an H100/H200;
+  // a forward-only model's, the forward engine's alone, at least
+  // attention_cudnn_forward_engine_bytes so that use_cudnn() sees one), an
+  // activation like the stored dS it replaces. Building the plans here
   // compiles cuDNN's kernels before the first step.
   if (opt_.attention_cudnn) {
     if (!std::is_same_v<T, bf16>) throw_error("cuDNN's attention needs bf16 (--precision bf16)");
     const std::string why = cudnn_attention_unavailable(full);  // builds the plans
     if (!why.empty()) throw_error("--attention cudnn: " + why);
-    const int64_t bytes =
-        std::max(cudnn_attention_forward_workspace(full), cudnn_attention_backward_workspace(full));
+    const int64_t forward = cudnn_attention_forward_workspace(full);
+    const int64_t bytes = opt_.forward_only ? std::max(forward, attention_cudnn_forward_engine_bytes())
+                                            : std::max(forward, cudnn_attention_backward_workspace(full));
     cudnn_ws_ = DeviceBuffer<float>(size_t(bytes / 4), A, alloc);
   }
   loss_sum_ = DeviceBuffer<double>(1, S, alloc);
