@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "comm/bootstrap.hpp"
@@ -27,6 +29,8 @@ using cuda::bf16;
 class DeviceArena final : public Arena {
  public:
   DeviceArena(cuda::DeviceAllocator* alloc, cudaStream_t s) : alloc_(alloc), s_(s) {
+    // Tests make the transfer pieces small, so that a tiny model's units take several.
+    if (const char* v = std::getenv("GPT_TEST_TRANSFER_CHUNK"); v && std::atoll(v) > 0) transfer_chunk_ = std::atoll(v);
     norm_ = cuda::DeviceBuffer<double>(1, MemCategory::kScratch, alloc);
     scratch_ = cuda::DeviceBuffer<double>(size_t(cuda::sum_squares_scratch()), MemCategory::kScratch, alloc);
   }
@@ -96,14 +100,21 @@ class DeviceArena final : public Arena {
                                      m, v, h, s, s_);
     }
   }
+  // Host fp32 to and from bf16 go through an fp32 device buffer of at most
+  // transfer_chunk_ elements, one piece after another on the stream: a
+  // large unit (gpt2-1.5b's embedding, 80M parameters on one rank) needs
+  // 64 MiB beside the model when it is loaded or saved, not 320 MB.
   void upload(void* dst, DType t, const float* host, int64_t n) override {
     if (n == 0) return;
     if (t == DType::kF32) {
       GPT_CUDA_OK(cudaMemcpyAsync(dst, host, size_t(n) * 4, cudaMemcpyHostToDevice, s_));
     } else {
-      cuda::DeviceBuffer<float> tmp(size_t(n), MemCategory::kScratch, alloc_, false);
-      GPT_CUDA_OK(cudaMemcpyAsync(tmp.data(), host, size_t(n) * 4, cudaMemcpyHostToDevice, s_));
-      convert(dst, t, tmp.data(), DType::kF32, n);
+      cuda::DeviceBuffer<float> tmp(size_t(std::min(n, transfer_chunk_)), MemCategory::kScratch, alloc_, false);
+      for (int64_t i = 0; i < n; i += transfer_chunk_) {
+        const int64_t k = std::min(transfer_chunk_, n - i);
+        GPT_CUDA_OK(cudaMemcpyAsync(tmp.data(), host + i, size_t(k) * 4, cudaMemcpyHostToDevice, s_));
+        convert(static_cast<char*>(dst) + i * dtype_size(t), t, tmp.data(), DType::kF32, k);
+      }
       cuda::wait_stream(s_, "upload");  // tmp is freed (and may be reused) next
     }
     cuda::wait_stream(s_, "upload");  // the host buffer may go away after return
@@ -113,9 +124,12 @@ class DeviceArena final : public Arena {
     if (t == DType::kF32) {
       GPT_CUDA_OK(cudaMemcpyAsync(host, src, size_t(n) * 4, cudaMemcpyDeviceToHost, s_));
     } else {
-      cuda::DeviceBuffer<float> tmp(size_t(n), MemCategory::kScratch, alloc_, false);
-      convert(tmp.data(), DType::kF32, src, t, n);
-      GPT_CUDA_OK(cudaMemcpyAsync(host, tmp.data(), size_t(n) * 4, cudaMemcpyDeviceToHost, s_));
+      cuda::DeviceBuffer<float> tmp(size_t(std::min(n, transfer_chunk_)), MemCategory::kScratch, alloc_, false);
+      for (int64_t i = 0; i < n; i += transfer_chunk_) {
+        const int64_t k = std::min(transfer_chunk_, n - i);
+        convert(tmp.data(), DType::kF32, static_cast<const char*>(src) + i * dtype_size(t), t, k);
+        GPT_CUDA_OK(cudaMemcpyAsync(host + i, tmp.data(), size_t(k) * 4, cudaMemcpyDeviceToHost, s_));
+      }
     }
     cuda::wait_stream(s_, "download");
   }
@@ -144,6 +158,7 @@ class DeviceArena final : public Arena {
 
   cuda::DeviceAllocator* alloc_;
   cudaStream_t s_;
+  int64_t transfer_chunk_ = int64_t(1) << 24;  // elements: 64 MiB of fp32
   cuda::DeviceBuffer<double> norm_, scratch_;
   NormList<float> norm_f32_;  // the ranges since begin_norm(), by type
   NormList<bf16> norm_bf16_;
