@@ -121,21 +121,29 @@ Trainer::Impl::ChoiceScore Trainer::Impl::evaluate_hellaswag() {
   return {double(right[0]) / double(hellaswag_total), double(right[1]) / double(hellaswag_total)};
 }
 
-void Trainer::Impl::log_hellaswag(int step, const ChoiceScore& h) const {
-  log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples)", step, h.acc_norm, h.acc, hellaswag_total);
+void Trainer::Impl::log_hellaswag(int step, const ChoiceScore& h, double seconds) const {
+  log0("step {}: hellaswag acc_norm {:.4f} | acc {:.4f} ({} examples in {:.2f} s)", step, h.acc_norm, h.acc,
+       hellaswag_total, seconds);
 }
 
+// Each evaluation's time includes its last wait for the device and the
+// ranks' mean, so its tokens/s is the whole validation's.
 void Trainer::Impl::evaluate_all(int step, StepRecord& rec, TrainSummary& sum) {
   if (val_loader) {
+    Timer t;
     rec.val_loss = sum.final_val_loss = evaluate();
-    log0("step {}: val loss {:.4f}", step, sum.final_val_loss);
+    const double s = t.seconds();
+    const int64_t tokens = int64_t(val_batches) * cfg.micro_batch * world * cfg.seq_len;
+    log0("step {}: val loss {:.4f} ({} tokens in {:.2f} s, {:.0f} tokens/s)", step, sum.final_val_loss, tokens, s,
+         double(tokens) / std::max(s, 1e-9));
   }
   if (hellaswag_total > 0) {
+    Timer t;
     const ChoiceScore h = evaluate_hellaswag();
     rec.hellaswag_acc = sum.final_hellaswag_acc = h.acc;
     rec.hellaswag_acc_norm = sum.final_hellaswag_acc_norm = h.acc_norm;
     rec.hellaswag_examples = hellaswag_total;
-    log_hellaswag(step, h);
+    log_hellaswag(step, h, t.seconds());
   }
 }
 

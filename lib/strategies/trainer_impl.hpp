@@ -208,7 +208,7 @@ struct Trainer::Impl {
     double acc = 0, acc_norm = 0;
   };
   ChoiceScore evaluate_hellaswag();
-  void log_hellaswag(int step, const ChoiceScore& h) const;
+  void log_hellaswag(int step, const ChoiceScore& h, double seconds) const;
   // Validation and HellaSwag where asked for, at `step`: logged, into rec's
   // fields, and as sum's final values.
   void evaluate_all(int step, StepRecord& rec, TrainSummary& sum);
