@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   int inter_links = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   double base_lat_us = -1, intra_lat_us = -1, inter_lat_us = -1, tree_lat_us = -1;  // -1: the device's default
-  bool ckpt = false;
+  bool ckpt = false, eval = false;
   std::string recompute = "none", config, attention_ds_mib, attention;
   app.add_option("--config", config,
                  "a gpt_train config (TOML): the run's model, sequence length, batch, device, precision, "
@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--reduce-dtype", reduce, "gradient reduction dtype with bf16: fp32 | bf16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--activation-checkpointing", ckpt, "keep one block's activations, recompute the rest");
+  app.add_flag("--eval", eval,
+               "plan an evaluation (gpt_train --steps 0, as a --config of steps = 0 is): the parameters alone, one "
+               "block's activations, times per batch (a forward pass); --accum does not apply");
   app.add_option("--recompute", recompute, "activations recomputed in backward: none | gelu | gelu-ln")
       ->capture_default_str()->check(CLI::IsMember({"none", "gelu", "gelu-ln"}));
   app.add_option("--attention-ds-mib", attention_ds_mib,
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
     pass("--device-mem", device_mem, false);
     pass("--attention-ds-mib", attention_ds_mib, false);
     pass("--attention", attention, false);
+    if (eval) args.insert(args.end(), {"--steps", "0"});
     RunConfig rc = run_config_from_args(args);
     if (given("--accum")) rc.global_batch = rc.micro_batch * ranks * accum;  // the file's micro-batch
     // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.

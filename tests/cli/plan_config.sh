@@ -7,6 +7,7 @@
 #      key/value cache are exact), zero3's stays within its bound; and
 #      for the same run with steps = 0 (an evaluation), ddp's too, and it
 #      plans on 3 ranks, which global-batch 8 does not divide (per batch);
+#      plan --eval of the training config plans the same;
 #   3. a global batch the ranks cannot split is an error naming the file.
 #   plan_config.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -57,6 +58,11 @@ measured=$(peak "$work/eval.jsonl"); planned=$(total ddp); trained=$(peak "$work
 echo "evaluation, ddp: measured peak $measured bytes per rank, planned $planned (training: $trained)"
 [[ $measured == "$planned" ]] || fail "evaluation, ddp: measured peak $measured != planned $planned"
 ((measured < trained)) || fail "the evaluation's peak $measured is not below training's $trained"
+# plan --eval of the training config is the same plan.
+"$plan" --config "$cfg" --eval --ranks 2 --json "$work/plan_eval_flag.json" >"$work/eval_flag_plan.txt" ||
+  { cat "$work/eval_flag_plan.txt"; fail "plan --config --eval failed"; }
+diff "$work/eval_plan.txt" "$work/eval_flag_plan.txt" >"$work/eval_flag.diff" ||
+  { cat "$work/eval_flag.diff"; fail "plan --eval differs from the plan of a config of steps = 0"; }
 # An evaluation has no global batch: 3 ranks plan it; its times are a batch's.
 "$plan" --config "$work/eval.toml" --ranks 3 >"$work/eval_plan3.txt" 2>&1 ||
   { cat "$work/eval_plan3.txt"; fail "plan of steps = 0 on 3 ranks (global-batch 8) failed"; }
