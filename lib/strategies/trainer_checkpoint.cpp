@@ -74,7 +74,10 @@ int Trainer::Impl::restore() {
   }
   if (!meta) {
     guard.reset();
-    if (cfg.resume == "auto") log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
+    if (cfg.resume == "auto" && cfg.steps == 0 && cfg.init_from.empty())  // likely not the model meant
+      warn0("resume auto: no checkpoint in {}: --steps 0 evaluates the seed's initialisation", cfg.ckpt_dir);
+    else if (cfg.resume == "auto")
+      log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
     if (!cfg.init_from.empty()) {
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
       const std::string what = import_params(cfg.init_from, base, layout, owned_slices());

@@ -17,7 +17,9 @@
 #   4. --steps 0 --resume that checkpoint: the eval record is at step 6;
 #   5. --steps 0 with nothing to evaluate warns; --steps 3 without data is
 #      one line naming the missing --data;
-#   6. --steps 0 from the training config (its --data given, not read): run
+#   6. --steps 0 --resume auto in an empty directory warns that it evaluates
+#      the seed's initialisation;
+#   7. --steps 0 from the training config (its --data given, not read): run
 #      2's evaluation bit for bit; on 3 ranks with --micro-batch 16 (which
 #      global-batch 8 cannot be split into) and --lr-decay-steps 100 (longer
 #      than any schedule of 0 steps) it runs, its header's accum_steps is 0,
@@ -92,6 +94,11 @@ nodata_run idle 1 --steps 0 && grep -q 'warning.*--steps 0 without --val-data, -
 rc=0; nodata_run nodata 2 --steps 3 || rc=$?
 (( rc != 0 )) && grep -q 'error: missing data: give --data GLOB (llm.c token shards), or --steps 0 to evaluate only' \
   "$work/nodata.log" || { cat "$work/nodata.log"; fail "--steps 3 without data (exit $rc)"; }
+# --resume auto that finds no checkpoint would evaluate the seed's initialisation: a warning says so.
+mkdir -p "$work/ckpt_empty"
+nodata_run empty 1 --steps 0 "${evals[@]}" --resume auto --ckpt-dir "$work/ckpt_empty" &&
+  grep -q "warning.*resume auto: no checkpoint in $work/ckpt_empty: --steps 0 evaluates the seed's initialisation" \
+    "$work/empty.log" || { cat "$work/empty.log"; fail "--steps 0 --resume auto without a checkpoint: no warning"; }
 # An evaluation reads no training data and has no global batch or schedule.
 tiny_run_ok with_data 2 --steps 0 "${evals[@]}" --strategy ddp --metrics "$work/with_data.jsonl"
 grep -q "data: none (--steps 0: evaluation only; --data $work/data/d_train_\*.bin is not read); batches of micro 2 x ranks 2" \
