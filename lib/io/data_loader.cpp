@@ -95,10 +95,23 @@ int64_t DataLoader::window_at(int64_t order_index) const {
 
 void DataLoader::micro_batch(int m, int32_t* tokens, int32_t* targets) const {
   GPT_CHECK(m >= 0 && m < accum_, "micro-batch {} of {}", m, accum_);
-  const int T = opt_.seq_len;
   const int64_t first = pos_.offset + int64_t(opt_.rank) * (opt_.global_batch / opt_.world) +
                         int64_t(m) * opt_.micro_batch;
-  for (int i = 0; i < opt_.micro_batch; ++i) {
+  read_windows(first, opt_.micro_batch, tokens, targets);
+}
+
+int DataLoader::tail(int32_t* tokens, int32_t* targets) const {
+  GPT_CHECK(accum_ == 1, "the tail of a loader of {} micro-batches a step", accum_);
+  const int64_t start = total_windows_ - tail_windows();  // the partial batch's first window in the epoch's order
+  const int64_t mine = start + int64_t(opt_.rank) * opt_.micro_batch;
+  const int rows = int(std::clamp<int64_t>(total_windows_ - mine, 0, opt_.micro_batch));
+  read_windows(mine, rows, tokens, targets);
+  return rows;
+}
+
+void DataLoader::read_windows(int64_t first, int count, int32_t* tokens, int32_t* targets) const {
+  const int T = opt_.seq_len;
+  for (int i = 0; i < count; ++i) {
     const int64_t w = window_at(first + i);
     const auto it = std::upper_bound(first_window_.begin(), first_window_.end(), w) - 1;
     const size_t shard = static_cast<size_t>(it - first_window_.begin());

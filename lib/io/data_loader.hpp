@@ -53,6 +53,15 @@ class DataLoader {
   // Fills tokens and targets [micro_batch * seq_len] for micro-batch m of
   // the current step on this rank.
   void micro_batch(int m, int32_t* tokens, int32_t* targets) const;
+  // The windows after the epoch's last whole global batch (fewer than
+  // global_batch; none when it divides num_windows()), as this rank's
+  // stripe of a batch would hold them: this rank's rows of that partial
+  // batch into tokens and targets [micro_batch * seq_len], their count
+  // returned (0 to micro_batch). One micro-batch per step only (accum 1:
+  // validation's loader). A validation of all the data reads it last.
+  int tail(int32_t* tokens, int32_t* targets) const;
+  // All ranks' rows of that partial batch together.
+  int64_t tail_windows() const { return total_windows_ % opt_.global_batch; }
   // Moves to the next optimizer step.
   void advance();
   LoaderPosition position() const { return pos_; }
@@ -60,6 +69,8 @@ class DataLoader {
 
  private:
   int64_t window_at(int64_t order_index) const;
+  // Windows [first, first + count) of the epoch's order into tokens and targets.
+  void read_windows(int64_t first, int count, int32_t* tokens, int32_t* targets) const;
   void build_order();
 
   LoaderOptions opt_;

@@ -107,6 +107,7 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
         cfg.val_batches > 0
             ? cfg.val_batches
             : int(std::min<int64_t>(INT32_MAX, val_loader->num_windows() / (int64_t(cfg.micro_batch) * world)));
+    val_tail = cfg.val_batches == 0 && val_loader->tail_windows() > 0;
   }
   // Made even where nothing samples or encodes, so that a --vocab or --merges that cannot be read, or a
   // tokenizer for another model, is an error now rather than in a later run that samples (or in ckpt_tool's
@@ -436,9 +437,14 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
     // The validation reads the same sequences at every evaluation; more
     // than the data hold wrap around and count some twice.
     const int64_t read = int64_t(val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
-    log0("validation: {}{} batches of {} x {} = {} sequences{}; the validation data hold {}",
-         cfg.val_batches == 0 ? "all " : "", val_batches, cfg.micro_batch, count_of(world, "rank"), read,
-         cfg.val_batches == 0 ? " (--val-batches 0)" : "", held);
+    if (cfg.val_batches == 0)
+      log0("validation: all {} sequences (--val-batches 0): {} batches of {} x {}{}", held, val_batches,
+           cfg.micro_batch, count_of(world, "rank"),
+           val_tail ? fmt::format(" and the last {} (up to {} a rank)", val_loader->tail_windows(), cfg.micro_batch)
+                    : std::string());
+    else
+      log0("validation: {} batches of {} x {} = {} sequences; the validation data hold {}", val_batches,
+           cfg.micro_batch, count_of(world, "rank"), read, held);
     if (read > held)
       warn0(
           "validation: --val-batches {} reads {} sequences, but the validation data hold {}: some count more "

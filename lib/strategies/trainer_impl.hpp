@@ -62,6 +62,9 @@ struct Trainer::Impl {
   std::optional<DataLoader> loader;
   std::optional<DataLoader> val_loader;
   int val_batches = 0;  // micro-batches per rank per validation: --val-batches, or (0) as many as val_loader holds
+  // --val-batches 0 and the validation data do not divide into whole batches: each validation reads the partial
+  // batch after them too (DataLoader::tail).
+  bool val_tail = false;
   std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
   // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
   // their endings as rows sorted longest first (a pass pads little), and

@@ -5,7 +5,9 @@
 #   1. --val-batches 100 (400 sequences): a warning naming 400, 93 and the
 #      largest count that reads each sequence at most once (23);
 #   2. --val-batches 23 (92 sequences): no warning; --val-batches 0 reads
-#      as many, says so, and gives the same validation losses bit for bit;
+#      all 93, the last one on rank 0 alone, and says so: its losses are not
+#      23's; evaluated (--steps 0) under zero3, its loss is the mean over
+#      the 93 sequences that 1 rank reading one at a time gives (1e-6);
 #   3. --eval-every without --val-data or --hellaswag and --sample-every with
 #      --sample-tokens 0 (tiny.toml's) warn that they do nothing;
 #   4. so do hybrid's --mesh and --hybrid-inner and ddp's --bucket-mb given
@@ -26,12 +28,23 @@ grep -q 'warning.*validation: --val-batches 100 reads 400 sequences, but the val
 tiny_run_ok fit 2 "${val[@]}" --val-batches 23 --metrics "$work/fit.jsonl"
 ! grep -q 'warning.*validation' "$work/fit.log" || { cat "$work/fit.log"; fail "--val-batches 23 warns"; }
 tiny_run_ok all 2 "${val[@]}" --val-batches 0 --metrics "$work/all.jsonl"
-grep -q 'validation: all 23 batches of 2 x 2 ranks = 92 sequences (--val-batches 0); the validation data hold 93' \
+grep -q 'validation: all 93 sequences (--val-batches 0): 23 batches of 2 x 2 ranks and the last 1 (up to 2 a rank)' \
   "$work/all.log" || { cat "$work/all.log"; fail "--val-batches 0: the log does not say what validation reads"; }
 ! grep -q 'warning.*validation' "$work/all.log" || { cat "$work/all.log"; fail "--val-batches 0 warns"; }
 val_losses() { python3 -c 'import json, sys; print([r["val_loss"] for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r])' "$1"; }
-[[ "$(val_losses "$work/all.jsonl")" == "$(val_losses "$work/fit.jsonl")" && $(val_losses "$work/fit.jsonl") == *,*,* ]] ||
-  fail "--val-batches 0 and 23 differ: $(val_losses "$work/all.jsonl") against $(val_losses "$work/fit.jsonl")"
+[[ "$(val_losses "$work/all.jsonl")" != "$(val_losses "$work/fit.jsonl")" && $(val_losses "$work/all.jsonl") == *,*,* ]] ||
+  fail "--val-batches 0 leaves out the 93rd sequence: $(val_losses "$work/all.jsonl") against 23's $(val_losses "$work/fit.jsonl")"
+# The whole set's mean: zero3 on 2 ranks (rank 1 has no row of the last batch, but gathers with rank 0) against 1 rank
+# reading the 93 sequences one a batch.
+eval=(--steps 0 --val-data "$work/val/v_train_*.bin")
+tiny_run_ok all_zero3 2 "${eval[@]}" --val-batches 0 --strategy zero3 --metrics "$work/all_zero3.jsonl"
+tiny_run_ok one_by_one 1 "${eval[@]}" --val-batches 93 --micro-batch 1 --metrics "$work/one_by_one.jsonl"
+python3 - "$work/all_zero3.jsonl" "$work/one_by_one.jsonl" <<'PY' || fail "--val-batches 0 is not the mean over all 93 sequences"
+import json, sys
+a, b = ([r["val_loss"] for r in map(json.loads, open(p)) if r.get("type") == "eval"][0] for p in sys.argv[1:])
+print(f"--val-batches 0 on 2 ranks (zero3): {a!r}; one sequence at a time on 1 rank: {b!r}")
+assert abs(a - b) <= 1e-6 * abs(b), (a, b)
+PY
 # 3. --eval-every without --val-data or --hellaswag, and --sample-every with --sample-tokens 0, say that they do nothing.
 tiny_run_ok off 2 --steps 2 --eval-every 1 --sample-every 1
 grep -q 'warning.*--eval-every 1 without --val-data or --hellaswag: there is no validation' "$work/off.log" ||

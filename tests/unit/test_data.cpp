@@ -122,6 +122,35 @@ TEST_F(DataTest, RanksPartitionTheGlobalBatchAndMicroBatchesCoverIt) {
   EXPECT_EQ(ref.position().epoch, 1);
 }
 
+// Validation's loader (no shuffle, one micro-batch a step): the whole
+// batches and then the tail, each rank's stripe of the partial batch, read
+// every window once and in order.
+TEST_F(DataTest, TheTailHoldsTheWindowsAfterTheWholeBatches) {
+  std::vector<uint16_t> a(8 * 23 + 1);
+  std::iota(a.begin(), a.end(), 0);  // window w starts with token 8 w
+  std::vector<std::string> files{write("v.bin", a)};
+  const int T = 8, M = 2, W = 3;  // 23 windows: 3 whole batches of 6, and 5 more (2, 2 and 1 a rank)
+  std::vector<int32_t> seen;
+  for (int r = 0; r < W; ++r) {
+    DataLoader l({files, T, M * W, M, r, W, 1, false, 0});
+    ASSERT_EQ(l.tail_windows(), 5);
+    std::vector<int32_t> t(M * T, -1), g(M * T, -1);
+    const int rows = l.tail(t.data(), g.data());
+    EXPECT_EQ(rows, r < 2 ? 2 : 1) << "rank " << r;
+    for (int i = 0; i < rows; ++i) {
+      seen.push_back(t[size_t(i) * T] / T);
+      EXPECT_EQ(g[size_t(i) * T], t[size_t(i) * T] + 1);
+    }
+    for (size_t k = size_t(rows) * T; k < t.size(); ++k) EXPECT_EQ(t[k], -1) << "written past the rank's rows";
+  }
+  EXPECT_EQ(seen, (std::vector<int32_t>{18, 19, 20, 21, 22}));
+  // Data that divide have no tail: every rank reads no row.
+  DataLoader whole({files, T, 1, 1, 0, 1, 1, false, 0});
+  EXPECT_EQ(whole.tail_windows(), 0);
+  std::vector<int32_t> t(T), g(T);
+  EXPECT_EQ(whole.tail(t.data(), g.data()), 0);
+}
+
 TEST_F(DataTest, ShuffleIsSeededAndResumable) {
   std::vector<std::string> files{write("a.bin", iota_tokens(8 * 200 + 1, 60000))};
   auto first_tokens = [&](DataLoader& l, int steps) {
