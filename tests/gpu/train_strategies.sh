@@ -23,7 +23,9 @@
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
 #    within 2% under ddp on 1 rank; evaluated alone (--steps 0: the bf16
 #    parameters only) under ddp and zero3, its validation loss is the
-#    training run's, to the bit;
+#    training run's, to the bit; in fp32 over all 93 sequences of a small
+#    set (--val-batches 0: a partial last batch) under zero3 on 2 ranks, the
+#    loss 1 rank gives reading them one at a time (1e-6);
 #  * samples through the device's key/value cache equal the CPU's
 #    (the emulator; a real GPU may break a near tie) and zero3's on 2 ranks;
 #  * HellaSwag (--hellaswag; 32 examples made from random letters, so the
@@ -476,4 +478,19 @@ per_rank = 2 * header["params_stored"] / (2 if header["strategy"] == "zero3" els
 assert abs(state(evaluated) - per_rank) <= 16, (state(evaluated), per_rank)
 PY
 done
+# --val-batches 0 on the GPU: 93 sequences, 23 whole batches on 2 ranks and the last on rank 0 alone (rank 1 runs
+# the blocks for zero3's gathers), the mean over all of them: what 1 rank reading them one at a time gives (fp32).
+head -c 3000 "$work/text.txt" >"$work/val93.txt"
+"$build/apps/prepare_data" --input "$work/val93.txt" --out "$work/val93" --name v --val-fraction 0 >/dev/null
+all93=(--device cuda --precision fp32 --attention ours --steps 0 --val-data "$work/val93/v_train_*.bin")
+run eval_all_zero3 2 "${all93[@]}" --strategy zero3 --val-batches 0 --resume "$work/ckpt_eval/step_00000004"
+run eval_one_by_one 1 "${all93[@]}" --micro-batch 1 --val-batches 93 --resume "$work/ckpt_eval/step_00000004"
+python3 - "$work/eval_all_zero3.jsonl" "$work/eval_one_by_one.jsonl" <<'PY' || { echo "FAILED: eval_all_zero3"; exit 1; }
+import json, sys
+a, b = ([r["val_loss"] for r in map(json.loads, open(p)) if r.get("type") == "eval"][0] for p in sys.argv[1:])
+print(f"--val-batches 0 on 2 ranks (zero3): {a!r}; one sequence at a time on 1 rank: {b!r}")
+assert abs(a - b) <= 1e-6 * abs(b), (a, b)
+PY
+grep -q 'validation: all 93 sequences (--val-batches 0): 23 batches of 2 x 2 ranks and the last 1' \
+  "$work/eval_all_zero3.log" || { cat "$work/eval_all_zero3.log"; echo "FAILED: eval_all_zero3's log"; exit 1; }
 echo "every strategy on the ${emulated:+emulated }GPU: ok"
