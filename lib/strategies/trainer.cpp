@@ -436,7 +436,7 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   if (val_loader) {
     // The validation reads the same sequences at every evaluation; more
     // than the data hold wrap around and count some twice.
-    const int64_t read = int64_t(val_batches) * cfg.micro_batch * world, held = val_loader->num_windows();
+    const int64_t read = val_sequences(), held = val_loader->num_windows();
     if (cfg.val_batches == 0)
       log0("validation: all {} sequences (--val-batches 0): {} batches of {} x {}{}", held, val_batches,
            cfg.micro_batch, count_of(world, "rank"),

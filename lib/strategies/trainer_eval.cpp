@@ -27,26 +27,26 @@ double Trainer::Impl::evaluate() {
   // The batches' losses add up in the model (on a GPU, on the device): one wait for the whole validation, so the
   // host queues the next batch while the device computes this one. Every batch has micro-batch x seq-len rows.
   const double local = model->take_loss();
-  if (!val_tail) {
-    release_ends();
-    last_eval_bytes = comm_since_reset().bytes;
-    return mean_over_ranks(local, "the validation loss mean over ranks");
-  }
   // --val-batches 0: the sequences after the last whole batch too, a few on each rank (or none). Every rank runs
   // the blocks (zero3 gathers them on all ranks together); a rank with no rows runs them on the buffer's first
-  // row and leaves its loss out. The mean is then over sequences: each rank's sums weighted by its rows.
-  const int rows = val_loader->tail(tokens.data(), targets.data());
-  model->set_shape(std::max(rows, 1), cfg.seq_len);
-  model->set_batch(tokens.data(), targets.data());
-  forward_blocks();
+  // row and leaves its loss out.
+  int rows = 0;
   double tail = 0;
-  if (rows > 0) {
-    model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
-    tail = model->take_loss();  // the second (and last) wait of this validation
+  if (val_tail) {
+    rows = val_loader->tail(tokens.data(), targets.data());
+    model->set_shape(std::max(rows, 1), cfg.seq_len);
+    model->set_batch(tokens.data(), targets.data());
+    forward_blocks();
+    if (rows > 0) {
+      model->forward_head(S.params(F()), S.params(E()), nullptr, 0.f);
+      tail = model->take_loss();  // the second (and last) wait of this validation
+    }
+    model->set_shape(cfg.micro_batch, cfg.seq_len);
   }
-  model->set_shape(cfg.micro_batch, cfg.seq_len);
   release_ends();
   last_eval_bytes = comm_since_reset().bytes;
+  if (!val_tail) return mean_over_ranks(local, "the validation loss mean over ranks");
+  // With the tail the mean is over sequences: each rank's sums weighted by its rows.
   double sums[2] = {local * double(val_batches) * cfg.micro_batch + tail * rows,
                     double(val_batches) * cfg.micro_batch + rows};
   bounded_allreduce(sums, 2, MPI_DOUBLE, MPI_SUM, base, "the validation loss sum over ranks");
@@ -154,8 +154,7 @@ void Trainer::Impl::evaluate_all(int step, StepRecord& rec, TrainSummary& sum) {
     Timer t;
     rec.val_loss = sum.final_val_loss = evaluate();
     const double s = t.seconds();
-    const int64_t tokens =
-        (int64_t(val_batches) * cfg.micro_batch * world + (val_tail ? val_loader->tail_windows() : 0)) * cfg.seq_len;
+    const int64_t tokens = val_sequences() * cfg.seq_len;
     log0("step {}: val loss {:.4f} ({} tokens in {:.2f} s, {:.0f} tokens/s)", step, sum.final_val_loss, tokens, s,
          double(tokens) / std::max(s, 1e-9));
   }

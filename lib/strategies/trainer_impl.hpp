@@ -65,6 +65,10 @@ struct Trainer::Impl {
   // --val-batches 0 and the validation data do not divide into whole batches: each validation reads the partial
   // batch after them too (DataLoader::tail).
   bool val_tail = false;
+  // Sequences a validation reads over all ranks: the whole batches and the tail.
+  int64_t val_sequences() const {
+    return int64_t(val_batches) * cfg.micro_batch * world + (val_tail ? val_loader->tail_windows() : 0);
+  }
   std::unique_ptr<Tokenizer> tokenizer;  // decodes samples, encodes --sample-prompt and --hellaswag
   // --hellaswag: this rank's examples (the file's e-th goes to rank e % world),
   // their endings as rows sorted longest first (a pass pads little), and
