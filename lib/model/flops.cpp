@@ -86,7 +86,14 @@ constexpr GpuRow kGpus[] = {
     {"A800", 312e12, 19.5e12, 80, true, 200, 4, 108},
     {"B300", 2250e12, 75e12, 268, false, 900, 6, 148},   {"GB300", 2250e12, 75e12, 268, false, 900, 6, 148}};
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-bool holds_words(const std::string& name, const std::string& key) {
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+// Whether `key` stands in `name` as whole words, in any case: CUDA reports
+// "NVIDIA H100 80GB HBM3", a user types `plan --gpu h100` or `h100 pcie`.
+bool holds_words(const std::string& name_as_given, const std::string& key_as_given) {
+  const std::string name = upper(name_as_given), key = upper(key_as_given);
   for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {
     const size_t end = at + key.size();
     if ((at == 0 || !word_char(name[at - 1])) && (end == name.size() || !word_char(name[end]))) return true;
@@ -112,7 +119,7 @@ int64_t gpu_memory_bytes(const std::string& name) {
   const GpuRow* row = find_gpu(name);
   if (!row) return 0;
   std::smatch m;
-  const bool stated = row->sized_by_name && std::regex_search(name, m, std::regex("([0-9]+)GB"));
+  const bool stated = row->sized_by_name && std::regex_search(name, m, std::regex("([0-9]+)GB", std::regex::icase));
   return int64_t(stated ? std::stoi(m[1]) : row->memory_gib) << 30;
 }
 

@@ -182,14 +182,18 @@ std::string Trainer::Impl::resolve_attention_auto() {
   if (resolved.attention != "auto") return "";
   resolved.attention = "ours";
   if (!backend) return "";  // the host has one attention
-  std::string why = backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd, cfg.gpt.n_head);
+  // An evaluation (--steps 0) is forward passes only: the backward's plan is neither needed nor built.
+  const bool trains = cfg.steps > 0;
+  std::string why =
+      backend->cudnn_attention_unavailable(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_embd, cfg.gpt.n_head, trains);
   note_progress("cuDNN's attention plans");  // built, or not: seconds, on every rank
   const FirstNote cannot = first_note(std::move(why), base);
   if (cannot.where.count == 0) {
     resolved.attention = "cudnn";
     resolved.attention_ds_mib = 0;  // our kernels' budget: nothing stored
-    return fmt::format("attention auto: cudnn (every rank has cuDNN engines for both directions at B={} T={})",
-                       cfg.micro_batch, cfg.seq_len);
+    return fmt::format("attention auto: cudnn (every rank has cuDNN engines for {} at B={} T={})",
+                       trains ? "both directions" : "the forward (--steps 0: evaluation only)", cfg.micro_batch,
+                       cfg.seq_len);
   }
   return fmt::format("attention auto: ours (cuDNN's attention cannot run{}: {})",
                      world > 1 ? fmt::format(" on rank {}", cannot.where.first) : "", cannot.text);

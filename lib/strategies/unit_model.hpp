@@ -68,11 +68,13 @@ class DeviceBackend {
   // One line where this rank's GPU runs PTX its driver compiles (no code of
   // its own in this build: core/cuda/device_query.hpp), else "".
   virtual std::string driver_compiled_code_note() const { return ""; }
-  // Why cuDNN's fused attention cannot run this rank's training passes of
-  // B sequences of T tokens (width C, NH heads), or "" when it can: its
-  // plans for both directions are then built on this device, so the model
-  // made next finds them (--attention auto; model/cuda/attention_cudnn.hpp).
-  virtual std::string cudnn_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/) {
+  // Why cuDNN's fused attention cannot run this rank's passes of B
+  // sequences of T tokens (width C, NH heads), or "" when it can: its plans
+  // are then built on this device, so the model made next finds them
+  // (--attention auto; model/cuda/attention_cudnn.hpp). `trains`: the
+  // training passes, both directions; else an evaluation's forward passes,
+  // the forward's plan alone (a forward-only model runs no backward).
+  virtual std::string cudnn_attention_unavailable(int /*B*/, int /*T*/, int /*C*/, int /*NH*/, bool /*trains*/) {
     return "this backend has no cuDNN attention";
   }
   // Why our bf16 attention kernels cannot take the tensor cores for these

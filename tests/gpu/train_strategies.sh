@@ -23,7 +23,8 @@
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
 #    within 2% under ddp on 1 rank; evaluated alone (--steps 0: the bf16
 #    parameters only) under ddp and zero3, its validation loss is the
-#    training run's, to the bit; in fp32 over all 93 sequences of a small
+#    training run's, to the bit (with --attention auto: cuDNN's forward
+#    plan alone, within 2%; the emulator: ours, to the bit); in fp32 over all 93 sequences of a small
 #    set (--val-batches 0: a partial last batch) under zero3 on 2 ranks, the
 #    loss 1 rank gives reading them one at a time (1e-6);
 #  * samples through the device's key/value cache equal the CPU's
@@ -478,6 +479,25 @@ per_rank = 2 * header["params_stored"] / (2 if header["strategy"] == "zero3" els
 assert abs(state(evaluated) - per_rank) <= 16, (state(evaluated), per_rank)
 PY
 done
+# The same evaluation with --attention auto (the default): where cuDNN runs, its forward plan alone is built and
+# the line says so (a forward-only model never runs the backward's graph), the loss within 2% of our kernels'
+# (bf16 rounding, different kernels); elsewhere our kernels, to the bit.
+run eval_auto 2 --device cuda --strategy ddp --steps 0 "${val[@]}" --resume "$work/ckpt_eval/step_00000004"
+line="$(grep -m1 -o 'attention auto: .*' "$work/eval_auto.log" || true)"
+if [[ "$line" == "attention auto: cudnn (every rank has cuDNN engines for the forward (--steps 0: evaluation only) at B="* ]]; then
+  [ -z "$emulated" ] || { echo "FAILED: eval_auto chose cuDNN on the emulator"; exit 1; }
+  tol=0.02
+elif [[ "$line" == "attention auto: ours (cuDNN's attention cannot run on rank 0: "* ]]; then
+  tol=0
+else
+  echo "FAILED: eval_auto: no line saying which attention runs"; cat "$work/eval_auto.log"; exit 1
+fi
+python3 - "$work/eval_only_ddp.jsonl" "$work/eval_auto.jsonl" "$tol" <<'PY' || { echo "FAILED: eval_auto"; exit 1; }
+import json, sys
+a, b = ([r["val_loss"] for r in map(json.loads, open(p)) if r.get("type") == "eval"][0] for p in sys.argv[1:3])
+print(f"evaluation, --attention auto: val loss {b!r}; ours: {a!r} (tolerance {sys.argv[3]})")
+assert abs(a - b) <= float(sys.argv[3]) * abs(a), (a, b)
+PY
 # --val-batches 0 on the GPU: 93 sequences, 23 whole batches on 2 ranks and the last on rank 0 alone (rank 1 runs
 # the blocks for zero3's gathers), the mean over all of them: what 1 rank reading them one at a time gives (fp32).
 head -c 3000 "$work/text.txt" >"$work/val93.txt"

@@ -252,6 +252,14 @@ TEST(GpuTable, PeakAndMemoryByDeviceName) {
   EXPECT_EQ(gpu_memory_bytes("NVIDIA H100 NVL"), 94 * GiB);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA H200"), 141 * GiB);
   EXPECT_EQ(gpu_memory_bytes("H200"), 141 * GiB);
+  // Any case, as a user types `plan --gpu`: the same rows, the more specific name still first.
+  EXPECT_EQ(gpu_peak_flops("h100", true), 989e12);
+  EXPECT_EQ(gpu_peak_flops("h100 pcie", true), 756e12);
+  EXPECT_EQ(gpu_peak_flops("gh200", true), 989e12);
+  EXPECT_EQ(gpu_memory_bytes("a100 40gb"), 40 * GiB);
+  EXPECT_EQ(gpu_peak_flops("l40s", true), 362e12);
+  EXPECT_EQ(gpu_peak_flops("nvidia geforce rtx 4090 laptop gpu", true), 0);
+  EXPECT_EQ(gpu_peak_flops("rtx 3090 ti", true), 80e12);
   EXPECT_EQ(gpu_memory_bytes("NVIDIA GH200 480GB"), 96 * GiB);  // 480 GB is the Grace CPU's memory
   EXPECT_EQ(gpu_memory_bytes("NVIDIA GH200 144G HBM3e"), 144 * GiB);
   EXPECT_EQ(gpu_peak_flops("NVIDIA GH200 480GB", true), 989e12);

@@ -15,7 +15,7 @@ bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_unavailable() {
   return "this backend has no cuDNN attention (no cuDNN headers at build time, or the emulated backend)";
 }
-std::string cudnn_attention_unavailable(const AttentionShape&) { return cudnn_attention_unavailable(); }
+std::string cudnn_attention_unavailable(const AttentionShape&, bool) { return cudnn_attention_unavailable(); }
 std::string cudnn_attention_library() { return ""; }
 bool cudnn_attention_supported(const AttentionShape&) { return false; }
 int64_t cudnn_attention_forward_workspace(const AttentionShape&) { not_built(); }
@@ -531,13 +531,13 @@ std::string cudnn_attention_unavailable() {
   return "";
 }
 
-std::string cudnn_attention_unavailable(const AttentionShape& s) {
+std::string cudnn_attention_unavailable(const AttentionShape& s, bool backward) {
   std::string why = cudnn_attention_unavailable();
   if (!why.empty()) return why;
   if (!cudnn_attention_supported(s)) return unsupported_shape(s);
   try {
     cudnn_attention_forward_workspace(s);
-    cudnn_attention_backward_workspace(s);
+    if (backward) cudnn_attention_backward_workspace(s);
   } catch (const std::exception& e) {
     return e.what();
   }

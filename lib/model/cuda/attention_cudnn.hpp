@@ -42,9 +42,12 @@ std::string cudnn_attention_unavailable();
 
 // Why cuDNN's attention cannot run at shape s on the current device ("" when
 // it can): the reasons above, a shape it does not support, or no engine
-// for one of the two graphs. Builds and caches both plans (the workspace
-// functions below), so this is the whole check, kernels compiled.
-std::string cudnn_attention_unavailable(const AttentionShape& s);
+// for the forward graph or, with `backward`, the backward's. Builds and
+// caches those plans (the workspace functions below), so this is the whole
+// check, kernels compiled. A forward-only model (an evaluation) asks
+// without `backward`: it never runs that graph, so a GPU without an engine
+// for it still runs cuDNN's forward, and start-up compiles one plan.
+std::string cudnn_attention_unavailable(const AttentionShape& s, bool backward = true);
 
 // "cuDNN 9.19.0 (libcudnn.so.9)": the version and file opened, for logs
 // and benchmark records ("" where it cannot run).

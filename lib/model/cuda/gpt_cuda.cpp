@@ -64,7 +64,7 @@ DeviceGPT<T>::DeviceGPT(const ParamLayout& layout, const GPTOptions& opt, Device
   // compiles cuDNN's kernels before the first step.
   if (opt_.attention_cudnn) {
     if (!std::is_same_v<T, bf16>) throw_error("cuDNN's attention needs bf16 (--precision bf16)");
-    const std::string why = cudnn_attention_unavailable(full);  // builds the plans
+    const std::string why = cudnn_attention_unavailable(full, !opt_.forward_only);  // builds the plans it runs
     if (!why.empty()) throw_error("--attention cudnn: " + why);
     const int64_t forward = cudnn_attention_forward_workspace(full);
     const int64_t bytes = opt_.forward_only ? std::max(forward, attention_cudnn_forward_engine_bytes())

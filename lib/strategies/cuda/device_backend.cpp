@@ -223,9 +223,9 @@ class CudaBackend final : public DeviceBackend {
   int device_index() const override { return device_; }
   int64_t reserved_bytes() const override { return alloc_.reserved(); }
   std::unique_ptr<trace::DeviceMarks> make_trace_marks() override { return cuda::make_stream_marks(stream_); }
-  std::string cudnn_attention_unavailable(int B, int T, int C, int NH) override {
+  std::string cudnn_attention_unavailable(int B, int T, int C, int NH, bool trains) override {
     if (pt_ != DType::kBF16) return "cuDNN's fused attention is bf16 (this run is fp32)";
-    return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH});
+    return cuda::cudnn_attention_unavailable(cuda::AttentionShape{B, T, C, NH}, trains);
   }
   std::string driver_compiled_code_note() const override { return cuda::driver_compiled_code_note(device_); }
   std::string tensor_core_attention_unavailable(int B, int T, int C, int NH) override {
