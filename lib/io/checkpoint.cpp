@@ -125,10 +125,21 @@ void remove_leftover_partials(const std::string& ckpt_dir) {
   }
 }
 
+// One warning for the transfers of a checkpoint's write or read that HDF5
+// ran as independent I/O (rank 0's count: the global cause makes every rank
+// fall back together).
+void warn_independent(const h5::CollectiveIo& io, const std::string& what, const char* transfers) {
+  if (io.independent == 0) return;
+  warn0("{}: {} of {} tensor {} ran as independent MPI-IO, not collective (HDF5: {}; first: {}); on a parallel "
+        "file system that is many small requests per rank instead of aggregated ones, so much slower",
+        what, io.independent, io.independent + io.collective, transfers, io.why(), io.first);
+}
+
 }  // namespace
 
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last) {
+                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last,
+                            h5::CollectiveIo* io) {
   for (const UnitSlice& s : slices)  // an evaluation-only strategy's slices hold no moments
     if (s.end > s.begin && (!s.state[1] || !s.state[2]))
       throw std::logic_error("save_checkpoint: a slice without optimizer moments");
@@ -148,6 +159,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   const std::string file = tmp + "/state.h5";
   h5::Id f = h5::create_file(file, comm);
   test_stall(rank);
+  h5::CollectiveIo modes;
   for (size_t ui = 0; ui < layout.num_units(); ++ui) {
     const UnitSpec& u = layout.unit(ui);
     const UnitSlice& s = slices[ui];
@@ -156,7 +168,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
       for (int g = 0; g < 3; ++g) {
         const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
         h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
-        h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true);
+        h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true, &modes);
         uint64_t sum = n > 0 ? tensor_checksum(s.state[g] + off, lo, n) : 0;
         MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
         h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
@@ -183,6 +195,8 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   f.close();
   MPI_Barrier(comm);  // every rank has closed (flushed) the file
   note_progress("closing state.h5");
+  warn_independent(modes, fmt::format("the checkpoint write of step {}", meta.step), "writes");
+  if (io) *io = modes;
   if (rank == 0) {
     fsync_path(file);
     {
@@ -254,13 +268,14 @@ std::string not_a_checkpoint(const std::string& path) {
 }
 
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
-                               const std::vector<UnitSlice>& slices, CheckpointPart part) {
+                               const std::vector<UnitSlice>& slices, CheckpointPart part, h5::CollectiveIo* io) {
   if (const std::string why = not_a_checkpoint(path); !why.empty()) throw DataError(fmt::format("{}: {}", path, why));
   if (!fs::exists(fs::path(path) / "COMPLETE"))
     throw DataError(fmt::format("{}: not a complete checkpoint (no COMPLETE marker)", path));
   const std::string file = (fs::path(path) / "state.h5").string();
   if (test_load_fails(comm)) throw DamagedCheckpoint(file + ": cannot read it (GPT_TEST_CKPT_LOAD_FAIL_RANK)");
   CheckpointMeta meta;
+  h5::CollectiveIo modes;
   try {
     h5::Id f = h5::open_file(file, comm);
     if (!h5::has_attr(f.get(), "format") || h5::attr_string(f.get(), "format") != kCheckpointFormat)
@@ -304,7 +319,7 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
           h5::Id d = h5::open_dataset(f.get(), ds);
           if (h5::shape_of(d.get()) != stored_shape(t))
             throw DamagedCheckpoint(fmt::format("{}: dataset {} has the wrong shape", file, ds));
-          h5::read_range(d.get(), s.state[g] + off, lo, hi, true);
+          h5::read_range(d.get(), s.state[g] + off, lo, hi, true, &modes);
           uint64_t sum = s.canonical && hi > lo ? tensor_checksum(s.state[g] + off, lo, hi - lo) : 0;
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
           if (sum != h5::attr_uint(d.get(), "checksum"))
@@ -318,6 +333,8 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
   } catch (const nlohmann::json::exception& e) {
     throw DamagedCheckpoint(fmt::format("{}: damaged metadata: {}", file, e.what()));
   }
+  warn_independent(modes, "reading " + path, "reads");
+  if (io) *io = modes;
   return meta;
 }
 

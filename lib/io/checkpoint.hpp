@@ -37,6 +37,10 @@
 #include "io/data_loader.hpp"
 #include "model/layout.hpp"
 
+namespace gpt::h5 {
+struct CollectiveIo;  // io/h5.hpp
+}  // namespace gpt::h5
+
 namespace gpt {
 
 inline constexpr int64_t kCheckpointFormatVersion = 1;
@@ -78,8 +82,13 @@ struct CheckpointMeta {
 // Collective over comm. Writes aside, then publishes <ckpt_dir>/step_NNNNNNNN.
 // keep_last > 0: older published checkpoints beyond the newest keep_last are
 // removed after the new one is published. Returns the published path.
+// Every tensor goes through one collective MPI-IO transfer per rank; one
+// that HDF5 ran independently instead is a warning naming HDF5's reason
+// (slow on a parallel file system, io/h5.hpp), and `io`, if given, gets
+// this rank's counts.
 std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last);
+                            const std::vector<UnitSlice>& slices, const CheckpointMeta& meta, int keep_last,
+                            h5::CollectiveIo* io = nullptr);
 
 // A checkpoint whose files cannot be read or whose contents fail their
 // checks (checksums, metadata, shapes): a storage fault, not a checkpoint of
@@ -100,8 +109,11 @@ enum class CheckpointPart { kAll, kParams };
 // DamagedCheckpoint naming the file for one that cannot be read or fails a
 // check (a checksum, its metadata, a dataset's shape), DataError for a path
 // that is not a complete checkpoint or one of another model or format.
+// Its reads are collective as save_checkpoint's writes are, with the same
+// warning and `io`.
 CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const ParamLayout& layout,
-                               const std::vector<UnitSlice>& slices, CheckpointPart part = CheckpointPart::kAll);
+                               const std::vector<UnitSlice>& slices, CheckpointPart part = CheckpointPart::kAll,
+                               h5::CollectiveIo* io = nullptr);
 
 // Order-free checksum of elements [lo, lo + n) of a tensor (v points at
 // element lo): partial sums of disjoint ranges add up to the whole tensor's.

@@ -1,6 +1,7 @@
 #include "io/h5.hpp"
 
 #include <mutex>
+#include <utility>
 
 namespace gpt::h5 {
 namespace {
@@ -82,7 +83,7 @@ void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t lo, in
   add(r1, 0, 1, c1 + 1, H5S_SELECT_OR);
 }
 
-void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, bool write) {
+void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, bool write, CollectiveIo* io) {
   const std::vector<int64_t> shape = shape_of(dset);
   Id fspace(check(H5Dget_space(dset), "H5Dget_space"));
   select_range(fspace.get(), shape, lo, hi);
@@ -97,6 +98,16 @@ void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, 
   } else {
     check_status(H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), data), "H5Dread");
   }
+  if (collective && io) io->record(dxpl.get(), dset);
+}
+
+std::string name_of(hid_t obj) {
+  const ssize_t n = H5Iget_name(obj, nullptr, 0);
+  if (n <= 0) return "?";
+  std::string name(size_t(n) + 1, '\0');
+  H5Iget_name(obj, name.data(), name.size());
+  name.resize(size_t(n));
+  return name;
 }
 
 }  // namespace
@@ -164,12 +175,57 @@ std::vector<int64_t> shape_of(hid_t dset) {
   return {dims.begin(), dims.end()};
 }
 
-void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective) {
-  transfer(dset, const_cast<float*>(data), lo, hi, collective, true);
+void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective, CollectiveIo* io) {
+  transfer(dset, const_cast<float*>(data), lo, hi, collective, true, io);
 }
 
-void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective) {
-  transfer(dset, data, lo, hi, collective, false);
+void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, CollectiveIo* io) {
+  transfer(dset, data, lo, hi, collective, false, io);
+}
+
+void CollectiveIo::record(hid_t dxpl, hid_t dset) {
+  H5D_mpio_actual_io_mode_t mode = H5D_MPIO_NO_COLLECTIVE;
+  uint32_t local = 0, global = 0;
+  check_status(H5Pget_mpio_actual_io_mode(dxpl, &mode), "H5Pget_mpio_actual_io_mode");
+  check_status(H5Pget_mpio_no_collective_cause(dxpl, &local, &global), "H5Pget_mpio_no_collective_cause");
+  // A rank with an empty selection still takes part in the collective call
+  // (mode H5D_MPIO_CONTIGUOUS_COLLECTIVE, or a chunked one's); only
+  // H5D_MPIO_NO_COLLECTIVE, with its cause, is the fallback.
+  if (mode != H5D_MPIO_NO_COLLECTIVE) {
+    ++collective;
+    return;
+  }
+  ++independent;
+  causes |= global | local;
+  if (first.empty()) first = name_of(dset);
+}
+
+std::string CollectiveIo::why() const {
+  static constexpr std::pair<uint32_t, const char*> kCauses[] = {
+      {H5D_MPIO_SET_INDEPENDENT, "independent I/O was asked for"},
+      {H5D_MPIO_DATATYPE_CONVERSION, "datatype conversion"},
+      {H5D_MPIO_DATA_TRANSFORMS, "data transforms"},
+      {H5D_MPIO_MPI_OPT_TYPES_ENV_VAR_DISABLED, "HDF5_MPI_OPT_TYPES disables MPI derived types"},
+      {H5D_MPIO_NOT_SIMPLE_OR_SCALAR_DATASPACES, "a dataspace neither simple nor scalar"},
+      {H5D_MPIO_NOT_CONTIGUOUS_OR_CHUNKED_DATASET, "a dataset neither contiguous nor chunked"},
+      {H5D_MPIO_PARALLEL_FILTERED_WRITES_DISABLED, "filtered writes (parallel ones disabled)"},
+      {H5D_MPIO_ERROR_WHILE_CHECKING_COLLECTIVE_POSSIBLE, "an error while HDF5 checked whether it could"}};
+  std::string out;
+  uint32_t known = 0;
+  for (const auto& [bit, words] : kCauses) {
+    known |= bit;
+    if (causes & bit) out += (out.empty() ? "" : ", ") + std::string(words);
+  }
+  if (causes & ~known) out += (out.empty() ? "" : ", ") + fmt::format("HDF5 cause bits {:#x}", causes & ~known);
+  return out.empty() ? "no cause given" : out;
+}
+
+CollectiveIo& CollectiveIo::operator+=(const CollectiveIo& o) {
+  collective += o.collective;
+  independent += o.independent;
+  causes |= o.causes;
+  if (first.empty()) first = o.first;
+  return *this;
 }
 
 namespace {

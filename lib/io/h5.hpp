@@ -51,11 +51,34 @@ Id create_dataset(hid_t file, const std::string& name, const std::vector<int64_t
 Id open_dataset(hid_t file, const std::string& name);
 std::vector<int64_t> shape_of(hid_t dset);
 
+// How transfers asked to be collective actually ran. Parallel HDF5 turns
+// such a transfer into independent MPI-IO without an error wherever it
+// cannot do it collectively (a type conversion between memory and file, a
+// data transform, a filter, a dataset neither contiguous nor chunked:
+// H5Pget_mpio_no_collective_cause), and on a parallel file system many
+// ranks' independent requests are much slower than MPI-IO's aggregated
+// collective ones. Read back after each transfer, so a checkpoint can say
+// so and its tests can hold every transfer to collective (as HighFive's do).
+struct CollectiveIo {
+  int64_t collective = 0;   // transfers that ran as collective MPI-IO
+  int64_t independent = 0;  // asked to be collective, ran as independent I/O
+  uint32_t causes = 0;      // why, H5D_MPIO_* bits over every rank's (the global cause)
+  std::string first;        // the first dataset that ran independently
+  // Reads how the transfer just made with `dxpl` (its transfer property
+  // list) on dataset `dset` ran, and counts it.
+  void record(hid_t dxpl, hid_t dset);
+  // HDF5's causes in words: "datatype conversion, data transforms".
+  std::string why() const;
+  CollectiveIo& operator+=(const CollectiveIo& o);
+};
+
 // Elements [lo, hi) of the dataset in row-major order, from/to a contiguous
 // buffer. Collective when the file was opened with a communicator: every
-// rank calls it, a rank with lo == hi takes part with an empty selection.
-void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective);
-void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective);
+// rank calls it, a rank with lo == hi takes part with an empty selection;
+// `io`, if given, counts how it ran.
+void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective,
+                 CollectiveIo* io = nullptr);
+void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, CollectiveIo* io = nullptr);
 
 void set_attr(hid_t obj, const std::string& name, const std::string& value);
 void set_attr(hid_t obj, const std::string& name, int64_t value);
