@@ -587,6 +587,7 @@ TrainSummary Trainer::Impl::run() {
     if (eval_now) evaluate_all(step + 1, rec, sum);
     rec.elapsed_s = since_start.seconds();  // after the validation, which the wall clock includes
     metrics.write(rec);
+    write_checkpoint_record();  // a background write published since the last step's
     if ((step + 1) % cfg.log_every == 0 || last) {
       const double eta = run_timer.seconds() / (step + 1 - start_step) * (cfg.steps - step - 1);
       // A run that --time-limit will stop before its end says when.
@@ -625,6 +626,8 @@ TrainSummary Trainer::Impl::run() {
   strategy->settle();  // the last step's parameter all-gathers (zero1, zero2)
   join_checkpoint();   // the run is not done until its last checkpoint is published
   sum.steps_done = start_step + int(sum.losses.size());
+  sum.checkpoints = ckpt_count;
+  sum.checkpoint_blocked_s = ckpt_blocked_s;
   if (!cfg.trace.empty()) {
     for (Communicator* c : comms()) c->update_stats(/*finish=*/true);  // NCCL: the last collectives' slices
     if (trace_marks) trace_marks->finish();
@@ -665,6 +668,8 @@ TrainSummary Trainer::Impl::run() {
                  {"steps_done", sum.steps_done},
                  {"stop_signal", sum.stop_signal.empty() ? nlohmann::json() : nlohmann::json(sum.stop_signal)},
                  {"skipped_steps", sum.skipped_steps},
+                 {"checkpoints", sum.checkpoints},
+                 {"checkpoint_blocked_s", sum.checkpoint_blocked_s},
                  {"warmup_steps_excluded", kWarmupSteps},
                  {"tokens_per_s", sum.tokens_per_s},
                  {"tokens_per_s_per_rank", sum.tokens_per_s / world},
@@ -697,6 +702,9 @@ TrainSummary Trainer::Impl::run() {
   log0("  comm/step {:.2f} MiB | comm time {:.3f} s | exposed {:.3f} s | overlap {:.0f}% | final loss {:.4f}{}",
        sum.comm_bytes_per_step / 1048576.0, sum.comm_s_per_step, sum.exposed_s_per_step, 100 * overlap,
        sum.losses.back(), evaluated);
+  if (sum.checkpoints > 0)
+    log0("  {} | the training loop spent {:.2f} s in them{}", count_of(sum.checkpoints, "checkpoint"),
+         sum.checkpoint_blocked_s, cfg.ckpt_async ? " (snapshots and waits for the background writer)" : "");
   return sum;
 }
 

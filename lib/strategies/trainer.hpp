@@ -37,6 +37,8 @@ struct TrainSummary {
   // "SIGUSR1", ...: the run stopped early on it, or "time-limit" (core/stop_signal.hpp); empty otherwise
   std::string stop_signal;
   int skipped_steps = 0;     // steps of this run not applied: loss or gradient norm not finite (--skip-nonfinite)
+  int checkpoints = 0;            // checkpoints this run published
+  double checkpoint_blocked_s = 0;  // the training loop's time in them: whole writes, or snapshots and joins (async)
 };
 
 class Trainer {

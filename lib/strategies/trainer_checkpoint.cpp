@@ -10,6 +10,7 @@
 #include "core/plural.hpp"
 #include "core/stall_guard.hpp"
 #include "core/timer.hpp"
+#include "io/h5.hpp"
 #include "io/model_import.hpp"
 #include "strategies/trainer_impl.hpp"
 
@@ -100,8 +101,34 @@ int Trainer::Impl::restore() {
 }
 
 void Trainer::Impl::join_checkpoint() {
-  if (ckpt_thread.joinable()) ckpt_thread.join();
+  if (ckpt_thread.joinable()) {
+    Timer wait;  // the training loop waits here for a background write still going
+    ckpt_thread.join();
+    ckpt_blocked_s += wait.seconds();
+  }
   if (ckpt_error) std::rethrow_exception(std::exchange(ckpt_error, nullptr));
+  write_checkpoint_record();
+}
+
+void Trainer::Impl::write_checkpoint_record() {
+  if (!ckpt_record_ready.exchange(false, std::memory_order_acquire)) return;
+  metrics.write(*ckpt_record);
+  ckpt_record.reset();
+}
+
+// The published checkpoint's metrics record and log line (rank 0 sizes the
+// directory; the others log nothing and write no metrics).
+nlohmann::json Trainer::Impl::published(int step, const std::string& path, double write_s, double blocked_s,
+                                        const h5::CollectiveIo& io) {
+  ++ckpt_count;
+  const uintmax_t bytes = rank == 0 ? checkpoint_bytes(path) : 0;
+  log0("checkpoint {} written in {:.2f} s ({:.1f} MiB, {:.0f} MiB/s){}", path, write_s, double(bytes) / 1048576.0,
+       write_s > 0 ? double(bytes) / 1048576.0 / write_s : 0.0, cfg.ckpt_async ? " (background)" : "");
+  return {{"type", "checkpoint"},   {"step", step},
+          {"path", path},           {"bytes", bytes},
+          {"seconds", write_s},     {"blocked_s", blocked_s},
+          {"async", cfg.ckpt_async}, {"independent_io", io.independent},
+          {"elapsed_s", since_start.seconds()}};
 }
 
 void Trainer::Impl::checkpoint(int steps_done) {
@@ -123,8 +150,11 @@ void Trainer::Impl::checkpoint(int steps_done) {
   if (!cfg.ckpt_async) {
     // HDF5's collective writes block until every rank arrives; each tensor is progress.
     StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));
-    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last);
-    log0("checkpoint {} written in {:.2f} s", path, t.seconds());
+    h5::CollectiveIo io;
+    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last, &io);
+    const double s = t.seconds();
+    ckpt_blocked_s += s;
+    metrics.write(published(steps_done, path, s, s, io));
     return;
   }
   std::vector<UnitSlice> slices = owned_slices();
@@ -141,14 +171,18 @@ void Trainer::Impl::checkpoint(int steps_done) {
       std::copy(slices[u].state[g], slices[u].state[g] + (slices[u].end - slices[u].begin), dst);
       slices[u].state[g] = dst;
     }
-  log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, t.seconds());
-  ckpt_thread = std::thread([this, slices, meta] {
+  const double snapshot_s = t.seconds();
+  ckpt_blocked_s += snapshot_s;
+  log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, snapshot_s);
+  ckpt_thread = std::thread([this, slices, meta, snapshot_s] {
     try {
       trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
       Timer w;
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {} (background)", meta.step));
-      const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last);
-      log0("checkpoint {} written in {:.2f} s (background)", path, w.seconds());
+      h5::CollectiveIo io;
+      const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last, &io);
+      ckpt_record = published(int(meta.step), path, w.seconds(), snapshot_s, io);
+      ckpt_record_ready.store(true, std::memory_order_release);
     } catch (...) {
       ckpt_error = std::current_exception();
     }

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -107,6 +108,17 @@ struct Trainer::Impl {
   std::thread ckpt_thread;
   std::exception_ptr ckpt_error;
   std::vector<Buffer<float>> ckpt_snapshot;
+  // The background write's `checkpoint` metrics record, made by its thread
+  // (which then sets ckpt_record_ready, and touches neither again) and
+  // written by the loop's thread after the next step's record, or at the
+  // join (the metrics writer is not shared). Its errors wait for the join,
+  // the same point on every rank.
+  std::optional<nlohmann::json> ckpt_record;
+  std::atomic<bool> ckpt_record_ready{false};
+  void write_checkpoint_record();
+  // This run's published checkpoints and the loop's time in them (summary).
+  int ckpt_count = 0;
+  double ckpt_blocked_s = 0;
   LRSchedule sched;
   std::vector<int32_t> tokens, targets;
   double gemm_peak = 0;
@@ -156,8 +168,12 @@ struct Trainer::Impl {
   // had done and sets optimizer_updates. For auto, what every rank loads is
   // rank 0's choice (resume_path is only this rank's first look).
   int restore();
+  // Joins the background write (its wait counts as the loop's time in
+  // checkpoints) and writes its metrics record, or rethrows its error.
   void join_checkpoint();
   void checkpoint(int steps_done);
+  nlohmann::json published(int step, const std::string& path, double write_s, double blocked_s,
+                           const h5::CollectiveIo& io);
   ~Impl();
   size_t E() const { return layout.embedding_unit(); }
   size_t F() const { return layout.final_unit(); }

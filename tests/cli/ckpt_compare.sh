@@ -10,14 +10,19 @@
 #      elements, largest |a - b| and ||a - b|| / ||a|| equal what Python
 #      computes from the two checkpoints' llm.c exports (ckpt_tool export
 #      --format llmc: the same parameters as raw floats);
-#   4. checkpoints of different models: one error line naming both, exit 1.
+#   4. checkpoints of different models: one error line naming both, exit 1;
+#   5. the runs' metrics: a {"type": "checkpoint"} record per checkpoint
+#      (step, path, bytes = the directory's files, write seconds, blocked_s:
+#      the write itself, or with --ckpt-async (zero3's run) the snapshot,
+#      independent_io 0), the log's line with size and rate, and the
+#      summary's count and time in checkpoints (their blocked_s, plus the
+#      waits for the background writer).
 #   ckpt_compare.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
 tool="$build/apps/ckpt_tool"
-for s in ddp zero3; do
-  tiny_run_ok "$s" 2 --strategy "$s" --ckpt-dir "$work/ck_$s" --ckpt-every 3
-done
+tiny_run_ok ddp 2 --strategy ddp --ckpt-dir "$work/ck_ddp" --ckpt-every 3 --metrics "$work/ddp.jsonl"
+tiny_run_ok zero3 2 --strategy zero3 --ckpt-dir "$work/ck_zero3" --ckpt-every 3 --ckpt-async --metrics "$work/zero3.jsonl"
 ddp3="$work/ck_ddp/step_00000003"; ddp6="$work/ck_ddp/step_00000006"; zero6="$work/ck_zero3/step_00000006"
 
 # 1. itself
@@ -72,4 +77,36 @@ tiny_run_ok other 1 --n-layer 1 --steps 1 --global-batch 2 --ckpt-dir "$work/ck_
 if out=$("$tool" compare "$ddp6" "$work/ck_other/step_00000001" 2>&1); then echo "$out"; fail "different models: exit 0"; fi
 grep -q "^error: .*step_00000006 and .*step_00000001 hold different models: " <<<"$out" || { echo "$out"; fail "different models: the error line"; }
 [ "$(wc -l <<<"$out")" = 1 ] || { echo "$out"; fail "different models: more than one line"; }
+
+# 5. the metrics' checkpoint records
+grep -Eq "checkpoint .*/ck_ddp/step_00000006 written in [0-9.]+ s \([0-9.]+ MiB, [0-9]+ MiB/s\)$" "$work/ddp.log" ||
+  { cat "$work/ddp.log"; fail "ddp: no 'written in' line with size and rate"; }
+grep -Eq "checkpoint .*/ck_zero3/step_00000006 written in [0-9.]+ s \([0-9.]+ MiB, [0-9]+ MiB/s\) \(background\)$" \
+  "$work/zero3.log" || { cat "$work/zero3.log"; fail "zero3: no background 'written in' line"; }
+python3 - "$work" <<'PY' || fail "the checkpoint records"
+import json, os, sys
+w = sys.argv[1]
+for name, asynchronous in (("ddp", False), ("zero3", True)):
+    recs = [json.loads(l) for l in open(f"{w}/{name}.jsonl")]
+    ck = [r for r in recs if r.get("type") == "checkpoint"]
+    assert [r["step"] for r in ck] == [3, 6], (name, ck)
+    for r in ck:
+        d = r["path"]
+        files = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+        assert d.endswith(f"/ck_{name}/step_{r['step']:08d}") and r["bytes"] == files, (r, files)
+        assert r["async"] is asynchronous and r["independent_io"] == 0 and r["seconds"] > 0 and r["blocked_s"] > 0, r
+        assert asynchronous or r["blocked_s"] == r["seconds"], r
+    # Each record follows its step's; a background one the first step's after it was published (or the end's).
+    at = {(r.get("type", "step"), r.get("step")): i for i, r in enumerate(recs)}
+    assert at[("step", 3)] < at[("checkpoint", 3)] < at[("step", 6)] < at[("checkpoint", 6)] or \
+        asynchronous and at[("step", 3)] < at[("checkpoint", 3)] < at[("checkpoint", 6)] < at[("summary", None)], at
+    summary = recs[-1]
+    blocked = sum(r["blocked_s"] for r in ck)
+    assert summary["type"] == "summary" and summary["checkpoints"] == 2, summary
+    assert (summary["checkpoint_blocked_s"] >= blocked - 1e-9 if asynchronous
+            else abs(summary["checkpoint_blocked_s"] - blocked) <= 1e-9), (summary["checkpoint_blocked_s"], blocked)
+    print(f"{name}: checkpoint records at steps 3 and 6, {ck[0]['bytes']} bytes each, "
+          f"{summary['checkpoint_blocked_s']:.3f} s of the loop in them")
+PY
+grep -q "2 checkpoints | the training loop spent [0-9.]* s in them$" "$work/ddp.log" || fail "ddp: the summary's line"
 echo "ok: ckpt_tool compare"
