@@ -124,10 +124,14 @@ nlohmann::json Trainer::Impl::published(int step, const std::string& path, doubl
   const uintmax_t bytes = rank == 0 ? checkpoint_bytes(path) : 0;
   log0("checkpoint {} written in {:.2f} s ({:.1f} MiB, {:.0f} MiB/s){}", path, write_s, double(bytes) / 1048576.0,
        write_s > 0 ? double(bytes) / 1048576.0 / write_s : 0.0, cfg.ckpt_async ? " (background)" : "");
-  return {{"type", "checkpoint"},   {"step", step},
-          {"path", path},           {"bytes", bytes},
-          {"seconds", write_s},     {"blocked_s", blocked_s},
-          {"async", cfg.ckpt_async}, {"independent_io", io.independent},
+  return {{"type", "checkpoint"},
+          {"step", step},
+          {"path", path},
+          {"bytes", bytes},
+          {"seconds", write_s},
+          {"blocked_s", blocked_s},
+          {"async", cfg.ckpt_async},
+          {"independent_io", io.independent},
           {"elapsed_s", since_start.seconds()}};
 }
 
