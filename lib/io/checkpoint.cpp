@@ -163,13 +163,17 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   for (size_t ui = 0; ui < layout.num_units(); ++ui) {
     const UnitSpec& u = layout.unit(ui);
     const UnitSlice& s = slices[ui];
-    for_each_piece(u, s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
-      const int64_t n = s.canonical ? hi - lo : 0;
+    // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
+    const int64_t w0 = s.written_begin(), w1 = s.written_end(), skip = w0 - s.begin;
+    if (w0 < s.begin || w1 > s.end || w1 < w0) throw std::logic_error("save_checkpoint: a write range outside its slice");
+    for_each_piece(u, w0, w1, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
+      const int64_t n = hi - lo;
       for (int g = 0; g < 3; ++g) {
         const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
         h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
-        h5::write_range(d.get(), s.state[g] + off, lo, lo + n, true, &modes);
-        uint64_t sum = n > 0 ? tensor_checksum(s.state[g] + off, lo, n) : 0;
+        const float* v = s.state[g] + skip + off;
+        h5::write_range(d.get(), v, lo, lo + n, true, &modes);
+        uint64_t sum = n > 0 ? tensor_checksum(v, lo, n) : 0;
         MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
         h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
         note_progress(ds);  // the caller's StallGuard (core/stall_guard.hpp)
@@ -320,7 +324,9 @@ CheckpointMeta load_checkpoint(const std::string& path, MPI_Comm comm, const Par
           if (h5::shape_of(d.get()) != stored_shape(t))
             throw DamagedCheckpoint(fmt::format("{}: dataset {} has the wrong shape", file, ds));
           h5::read_range(d.get(), s.state[g] + off, lo, hi, true, &modes);
-          uint64_t sum = s.canonical && hi > lo ? tensor_checksum(s.state[g] + off, lo, hi - lo) : 0;
+          // This rank's written part of the piece: the ranks' parts add up to the tensor's checksum.
+          const int64_t c0 = std::max(lo, s.written_begin() - t.offset), c1 = std::min(hi, s.written_end() - t.offset);
+          uint64_t sum = c1 > c0 ? tensor_checksum(s.state[g] + off + (c0 - lo), c0, c1 - c0) : 0;
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
           if (sum != h5::attr_uint(d.get(), "checksum"))
             throw DamagedCheckpoint(fmt::format("{}: checksum mismatch in {}: the checkpoint is damaged", file, ds));

@@ -58,12 +58,18 @@ GPTConfig model_from_json(const nlohmann::json& j);  // throws nlohmann::json::e
 
 // What this rank owns of one unit: elements [begin, end) of the unit's flat
 // buffer, with pointers to element `begin` of params and the two moments.
-// `canonical`: this rank's slice is part of the one partition that is
-// written (replicas of it are not) and checksummed.
+// Of it, this rank writes and checksums [write_begin, write_end) (write_end
+// < 0: all of it), and the ranks' written parts are a partition of the
+// unit: ranks holding the same slice (ddp's, hybrid's replica groups) each
+// write their share of it, in parallel, instead of one writing it all. A
+// load reads the whole slice and checksums the written part.
 struct UnitSlice {
   int64_t begin = 0, end = 0;
   float* state[3] = {nullptr, nullptr, nullptr};  // params, exp_avg, exp_avg_sq
-  bool canonical = true;
+  int64_t write_begin = 0, write_end = -1;
+  // [write_begin, write_end), the whole slice where write_end < 0.
+  int64_t written_begin() const { return write_end < 0 ? begin : write_begin; }
+  int64_t written_end() const { return write_end < 0 ? end : write_end; }
 };
 
 struct CheckpointMeta {

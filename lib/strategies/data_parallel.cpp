@@ -306,7 +306,16 @@ class DataParallel final : public Strategy {
     }
     // Host memory (the host arena's, or the copies above) is fp32.
     for (int g = 0; g < parts; ++g) s.state[g] = static_cast<float*>(state[g]);
-    s.canonical = !rep_ || rep_->rank() == 0;  // one replica's partition is written
+    // The R replicas of this slice (ddp's ranks, hybrid's groups) hold the
+    // same values: each writes the r-th of R pieces of it, so the write is
+    // spread over every rank instead of one replica's (the whole model from
+    // rank 0 under ddp).
+    if (rep_ && rep_->size() > 1) {
+      const int64_t n = s.end - s.begin;
+      const ShardRange part = shard_range(n, rep_->size(), rep_->rank());
+      s.write_begin = s.begin + std::min(part.begin, n);
+      s.write_end = s.begin + std::max(std::min(part.valid_end, n), std::min(part.begin, n));
+    }
     return s;
   }
 

@@ -55,20 +55,34 @@ RunConfig eight_steps(const std::string& strategy) {
   return c;
 }
 
+// ddp's and hybrid's replicas each write their share of the state they all
+// hold (UnitSlice's write range): the checkpoint is whole all the same, and
+// ddp's resumes under zero3 too.
 TEST(Checkpoint, SameStrategyResumeIsBitIdentical) {
-  for (std::string s : {"ddp", "zero1", "zero2", "zero3"}) {
+  const int W = test::env().size();
+  const std::string hybrid_mesh = W == 4 ? "2x2" : fmt::format("{}x1", W);  // replica groups of 2 or 1 ranks
+  for (std::string s : {"ddp", "zero1", "zero2", "zero3", "hybrid"}) {
     SCOPED_TRACE(s);
     const std::string dir = fresh_dir("same_" + s);
     RunConfig a = eight_steps(s);
+    if (s == "hybrid") a.mesh = hybrid_mesh;
     a.ckpt_dir = dir;
     a.ckpt_every = 4;
     const RunResult full = train(a, MPI_COMM_WORLD);
     RunConfig b = eight_steps(s);
+    b.mesh = a.mesh;
     b.resume = dir + "/step_00000004";
     const RunResult cont = train(b, MPI_COMM_WORLD);
     ASSERT_EQ(cont.losses.size(), 4u);
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(cont.losses[i], full.losses[4 + i]) << "step " << 5 + i;
     EXPECT_EQ(cont.params, full.params);
+    if (s == "ddp") {
+      RunConfig c = eight_steps("zero3");
+      c.resume = b.resume;
+      const RunResult z = train(c, MPI_COMM_WORLD);
+      ASSERT_EQ(z.losses.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(z.losses[i], full.losses[4 + i], 1e-6 * full.losses[4 + i]);
+    }
   }
 }
 

@@ -4,15 +4,19 @@
 // from many ranks is what makes checkpoints slow on a parallel file
 // system. So every tensor a checkpoint writes or reads must run as
 // collective MPI-IO on every rank, whatever the rank owns: a zero3 shard
-// (some ranks' shards miss whole tensors), or a replica that writes nothing
-// (ddp's ranks but the canonical one). And the check must see a fallback:
+// (some ranks' shards miss whole tensors), a replica's share of a slice
+// that all ranks hold (ddp), or a replica that writes nothing but joins
+// every write. Each is read back as any of them reads it, the written
+// parts' checksums adding up. And the check must see a fallback:
 // a write through a type conversion is one, named by HDF5's cause.
 // Launched on 2 and 3 ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "core/shard.hpp"
 #include "io/checkpoint.hpp"
@@ -36,22 +40,34 @@ int64_t num_tensors(const ParamLayout& layout) {
                          [](int64_t n, const UnitSpec& u) { return n + int64_t(u.tensors.size()); });
 }
 
-// This rank's training state: params and two moments of `range` of every
+// How the ranks hold the state: zero3's shards; ddp's replicas, each
+// writing its share of every unit (the trainer's); or replicas of which the
+// first writes everything and the others nothing, though they join every
+// collective write.
+enum class Holding { kSharded, kReplicasSplit, kOneReplicaWrites };
+
+// This rank's training state: params and two moments of its slice of every
 // unit (the same values on every rank for a given element), and its slices.
 struct State {
   std::vector<std::vector<float>> store;
   std::vector<UnitSlice> slices;
 };
-State make_state(const ParamLayout& layout, bool sharded) {
+State make_state(const ParamLayout& layout, Holding h) {
   const int N = test::env().size(), r = test::env().rank();
   State st;
   st.store.reserve(3 * layout.num_units());
   for (const UnitSpec& u : layout.units()) {
-    const ShardRange sh = sharded ? shard_range(u.numel, N, r) : shard_range(u.numel, 1, 0);
+    const ShardRange sh = h == Holding::kSharded ? shard_range(u.numel, N, r) : shard_range(u.numel, 1, 0);
     UnitSlice s;
     s.begin = sh.begin;
     s.end = sh.valid_end;
-    s.canonical = sharded || r == 0;  // a replica writes nothing, but joins every collective write
+    if (h == Holding::kReplicasSplit) {
+      const ShardRange part = shard_range(s.end, N, r);
+      s.write_begin = std::min(part.begin, s.end);
+      s.write_end = std::max(s.write_begin, std::min(part.valid_end, s.end));
+    } else if (h == Holding::kOneReplicaWrites && r > 0) {
+      s.write_begin = s.write_end = s.begin;
+    }
     for (int g = 0; g < 3; ++g) {
       st.store.emplace_back(size_t(std::max<int64_t>(sh.valid_end - sh.begin, 1)));
       for (size_t i = 0; i < st.store.back().size(); ++i)
@@ -66,32 +82,54 @@ State make_state(const ParamLayout& layout, bool sharded) {
 TEST(CheckpointIo, EveryTensorIsWrittenAndReadCollectively) {
   const ParamLayout layout(preset("tiny"));
   const int64_t tensors = num_tensors(layout);
-  for (bool sharded : {true, false}) {
-    SCOPED_TRACE(sharded ? "sharded (zero3)" : "replicated (ddp)");
-    const std::string dir = fresh_dir(sharded ? "sharded" : "replicated");
-    State st = make_state(layout, sharded);
+  const std::pair<Holding, const char*> holdings[] = {{Holding::kSharded, "sharded"},
+                                                      {Holding::kReplicasSplit, "replicas_split"},
+                                                      {Holding::kOneReplicaWrites, "one_replica_writes"}};
+  for (const auto& [holding, name] : holdings) {
+    SCOPED_TRACE(name);
+    const std::string dir = fresh_dir(name);
+    State st = make_state(layout, holding);
     CheckpointMeta meta;
     meta.step = 3;
     meta.world_size = test::env().size();
-    meta.strategy = sharded ? "zero3" : "ddp";
+    meta.strategy = holding == Holding::kSharded ? "zero3" : "ddp";
     h5::CollectiveIo wrote;
     const std::string path = save_checkpoint(dir, MPI_COMM_WORLD, layout, st.slices, meta, 0, &wrote);
     EXPECT_EQ(wrote.independent, 0) << wrote.why() << " (first: " << wrote.first << ")";
     EXPECT_EQ(wrote.collective, 3 * tensors);  // params and both moments of every tensor
 
-    State back = make_state(layout, sharded);
-    for (auto& v : back.store) std::fill(v.begin(), v.end(), 0.f);
-    h5::CollectiveIo read;
-    load_checkpoint(path, MPI_COMM_WORLD, layout, back.slices, CheckpointPart::kAll, &read);
-    EXPECT_EQ(read.independent, 0) << read.why() << " (first: " << read.first << ")";
-    EXPECT_EQ(read.collective, 3 * tensors);
-    EXPECT_EQ(back.store, st.store);
+    // Read back as each holding reads it (the checksums of the written parts add up to the tensors').
+    for (const auto& [reader, reader_name] : holdings) {
+      SCOPED_TRACE(std::string("read as ") + reader_name);
+      State back = make_state(layout, reader), want = make_state(layout, reader);
+      for (auto& v : back.store) std::fill(v.begin(), v.end(), 0.f);
+      h5::CollectiveIo read;
+      load_checkpoint(path, MPI_COMM_WORLD, layout, back.slices, CheckpointPart::kAll, &read);
+      EXPECT_EQ(read.independent, 0) << read.why() << " (first: " << read.first << ")";
+      EXPECT_EQ(read.collective, 3 * tensors);
+      EXPECT_EQ(back.store, want.store);
+    }
 
     h5::CollectiveIo params;
-    load_checkpoint(path, MPI_COMM_WORLD, layout, back.slices, CheckpointPart::kParams, &params);
+    load_checkpoint(path, MPI_COMM_WORLD, layout, st.slices, CheckpointPart::kParams, &params);
     EXPECT_EQ(params.independent, 0);
     EXPECT_EQ(params.collective, tensors);
   }
+}
+
+// Replicas split the write: on N ranks each writes about 1/N of the state,
+// and together every element once (the file's checksums verify on load).
+TEST(CheckpointIo, ReplicasWriteAShareEach) {
+  const ParamLayout layout(preset("tiny"));
+  const int N = test::env().size();
+  State st = make_state(layout, Holding::kReplicasSplit);
+  int64_t mine = 0;
+  for (const UnitSlice& s : st.slices) mine += s.written_end() - s.written_begin();
+  int64_t all = mine;
+  MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(all, layout.model_numel());
+  EXPECT_LE(mine, layout.model_numel() / N + int64_t(layout.num_units()));
+  EXPECT_GE(mine, layout.model_numel() / N - int64_t(layout.num_units()));
 }
 
 // The check itself: a write HDF5 cannot do collectively (memory doubles into
