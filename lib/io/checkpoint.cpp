@@ -130,9 +130,10 @@ void remove_leftover_partials(const std::string& ckpt_dir) {
 // fall back together).
 void warn_independent(const h5::CollectiveIo& io, const std::string& what, const char* transfers) {
   if (io.independent == 0) return;
-  warn0("{}: {} of {} tensor {} ran as independent MPI-IO, not collective (HDF5: {}; first: {}); on a parallel "
-        "file system that is many small requests per rank instead of aggregated ones, so much slower",
-        what, io.independent, io.independent + io.collective, transfers, io.why(), io.first);
+  warn0(
+      "{}: {} of {} tensor {} ran as independent MPI-IO, not collective (HDF5: {}; first: {}); on a parallel "
+      "file system that is many small requests per rank instead of aggregated ones, so much slower",
+      what, io.independent, io.independent + io.collective, transfers, io.why(), io.first);
 }
 
 }  // namespace
@@ -165,7 +166,8 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
     const UnitSlice& s = slices[ui];
     // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
     const int64_t w0 = s.written_begin(), w1 = s.written_end(), skip = w0 - s.begin;
-    if (w0 < s.begin || w1 > s.end || w1 < w0) throw std::logic_error("save_checkpoint: a write range outside its slice");
+    if (w0 < s.begin || w1 > s.end || w1 < w0)
+      throw std::logic_error("save_checkpoint: a write range outside its slice");
     for_each_piece(u, w0, w1, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
       const int64_t n = hi - lo;
       for (int g = 0; g < 3; ++g) {

@@ -76,8 +76,7 @@ struct CollectiveIo {
 // buffer. Collective when the file was opened with a communicator: every
 // rank calls it, a rank with lo == hi takes part with an empty selection;
 // `io`, if given, counts how it ran.
-void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective,
-                 CollectiveIo* io = nullptr);
+void write_range(hid_t dset, const float* data, int64_t lo, int64_t hi, bool collective, CollectiveIo* io = nullptr);
 void read_range(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, CollectiveIo* io = nullptr);
 
 void set_attr(hid_t obj, const std::string& name, const std::string& value);
