@@ -220,14 +220,6 @@ std::string CollectiveIo::why() const {
   return out.empty() ? "no cause given" : out;
 }
 
-CollectiveIo& CollectiveIo::operator+=(const CollectiveIo& o) {
-  collective += o.collective;
-  independent += o.independent;
-  causes |= o.causes;
-  if (first.empty()) first = o.first;
-  return *this;
-}
-
 namespace {
 void set_attr_raw(hid_t obj, const std::string& name, hid_t type, const void* value) {
   if (H5Aexists(obj, name.c_str()) > 0) check_status(H5Adelete(obj, name.c_str()), "H5Adelete " + name);

@@ -69,7 +69,6 @@ struct CollectiveIo {
   void record(hid_t dxpl, hid_t dset);
   // HDF5's causes in words: "datatype conversion, data transforms".
   std::string why() const;
-  CollectiveIo& operator+=(const CollectiveIo& o);
 };
 
 // Elements [lo, hi) of the dataset in row-major order, from/to a contiguous

@@ -313,8 +313,8 @@ class DataParallel final : public Strategy {
     if (rep_ && rep_->size() > 1) {
       const int64_t n = s.end - s.begin;
       const ShardRange part = shard_range(n, rep_->size(), rep_->rank());
-      s.write_begin = s.begin + std::min(part.begin, n);
-      s.write_end = s.begin + std::max(std::min(part.valid_end, n), std::min(part.begin, n));
+      s.write_begin = s.begin + std::min(part.begin, n);  // a piece wholly in the padding is empty
+      s.write_end = s.write_begin + part.valid();
     }
     return s;
   }
