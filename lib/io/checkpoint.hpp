@@ -70,7 +70,13 @@ struct UnitSlice {
   // [write_begin, write_end), the whole slice where write_end < 0.
   int64_t written_begin() const { return write_end < 0 ? begin : write_begin; }
   int64_t written_end() const { return write_end < 0 ? end : write_end; }
+  // The state is a copy made for this checkpoint (a GPU's host copies), not
+  // the live state: a background write may use it as its snapshot.
+  bool detached = false;
 };
+
+// What a strategy's slice is asked for (Strategy::owned).
+enum class OwnedFor { kLoad, kSave };
 
 struct CheckpointMeta {
   int64_t step = 0;

@@ -287,25 +287,11 @@ class DataParallel final : public Strategy {
     }
   }
 
-  UnitSlice owned(size_t i) override {
+  UnitSlice owned(size_t i, OwnedFor use) override {
     Unit& u = units_[i];
     UnitSlice s;
     s.begin = u.sh.begin;
     s.end = u.sh.valid_end;
-    void* state[3];
-    DType type[3];
-    const int parts = owned_state(u, state, type);
-    if (A_->on_device()) {
-      // Checkpoints read and write host memory: host copies of the owned state.
-      if (u.host.empty())
-        for (int g = 0; g < parts; ++g) u.host.emplace_back(size_t(u.sh.shard_numel), MemCategory::kScratch, nullptr);
-      for (int g = 0; g < parts; ++g) {
-        A_->download(u.host[g].data(), state[g], type[g], u.sh.shard_numel);
-        state[g] = u.host[g].data();
-      }
-    }
-    // Host memory (the host arena's, or the copies above) is fp32.
-    for (int g = 0; g < parts; ++g) s.state[g] = static_cast<float*>(state[g]);
     // The R replicas of this slice (ddp's ranks, hybrid's groups) hold the
     // same values: each writes the r-th of R pieces of it, so the write is
     // spread over every rank instead of one replica's (the whole model from
@@ -316,6 +302,34 @@ class DataParallel final : public Strategy {
       s.write_begin = s.begin + std::min(part.begin, n);  // a piece wholly in the padding is empty
       s.write_end = s.write_begin + part.valid();
     }
+    void* state[3];
+    DType type[3];
+    const int parts = owned_state(u, state, type);
+    if (A_->on_device()) {
+      // Checkpoints read and write host memory: host copies of the owned
+      // state, of the write range alone for a save.
+      const int64_t from = use == OwnedFor::kSave ? s.written_begin() : s.begin;
+      const int64_t n = (use == OwnedFor::kSave ? s.written_end() : s.end) - from;
+      std::vector<Buffer<float>>& host = use == OwnedFor::kSave ? u.save_host : u.host;
+      if (host.empty())
+        for (int g = 0; g < parts; ++g)
+          host.emplace_back(size_t(use == OwnedFor::kSave ? std::max<int64_t>(n, 1) : u.sh.shard_numel),
+                            MemCategory::kScratch, nullptr);
+      for (int g = 0; g < parts; ++g) {
+        const char* src = static_cast<const char*>(state[g]) + size_t(from - s.begin) * dtype_size(type[g]);
+        if (n > 0) A_->download(host[g].data(), src, type[g], use == OwnedFor::kSave ? n : u.sh.shard_numel);
+        state[g] = host[g].data();
+      }
+      if (use == OwnedFor::kSave) {  // the slice is the written range, in copies of it
+        s.begin = from;
+        s.end = from + n;
+        s.write_begin = 0;
+        s.write_end = -1;
+        s.detached = true;
+      }
+    }
+    // Host memory (the host arena's, or the copies above) is fp32.
+    for (int g = 0; g < parts; ++g) s.state[g] = static_cast<float*>(state[g]);
     return s;
   }
 
@@ -326,6 +340,7 @@ class DataParallel final : public Strategy {
         DType type[3];
         const int parts = owned_state(u, state, type);
         for (int g = 0; g < parts; ++g) A_->upload(state[g], type[g], u.host[g].data(), u.sh.shard_numel);
+        u.host.clear();  // the read's copies: a save makes its own, of its write range
       }
       if (u.master.size())  // the compute copy of the owned piece from the loaded master
         A_->convert(owned_piece(u), pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
@@ -351,7 +366,9 @@ class DataParallel final : public Strategy {
     ShardRange sh;
     // param_shard / full_param / full_grad: pt_; master, grad_shard, m, v: fp32; red: rt_.
     Block full_param, param_shard, master, full_grad, grad_shard, red, m, v;
-    std::vector<Buffer<float>> host;  // device arenas: host copies of master, m, v for checkpoints
+    // Device arenas: host copies of master, m, v for a checkpoint's read
+    // (the owned piece, until after_load) and for its saves (the write range).
+    std::vector<Buffer<float>> host, save_host;
     WorkPtr gather, reduce, replicate;
     bool held = false;            // full_param gathered (params_sharded_ only)
     bool reduce_is_last = false;  // the in-flight reduce-scatter is the step's last micro-batch

@@ -101,10 +101,17 @@ class Strategy {
   virtual void gather_full(size_t u, float* out) = 0;
 
   // Checkpoints: the part of unit u this rank owns (fp32 master params and
-  // AdamW moments, as host pointers: on a GPU, host copies refreshed by this
-  // call), and, after those were loaded, rebuilding what is replicated.
-  // Without `trains`, the parameters only (the compute copy, widened).
-  virtual UnitSlice owned(size_t u) = 0;
+  // AdamW moments, as host pointers), and, after those were loaded,
+  // rebuilding what is replicated. Without `trains`, the parameters only
+  // (the compute copy, widened).
+  //  * kLoad: the whole owned part to be read (or partly read: import) into;
+  //    on a GPU, host copies refreshed by this call and uploaded by
+  //    after_load, which then frees them.
+  //  * kSave: what this rank writes of it, its write range. On a GPU, host
+  //    copies of that range alone (the slice is the range, `detached` set:
+  //    training does not change them until the next owned call), so ddp's
+  //    ranks each download 1/N of the model state instead of all of it.
+  virtual UnitSlice owned(size_t u, OwnedFor use) = 0;
   virtual void after_load() = 0;
   virtual StrategyKind kind() const = 0;
 };

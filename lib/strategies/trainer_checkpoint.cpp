@@ -28,9 +28,9 @@ std::string Trainer::Impl::resolve_resume(const RunConfig& c) {
   return c.resume;
 }
 
-std::vector<UnitSlice> Trainer::Impl::owned_slices() {
+std::vector<UnitSlice> Trainer::Impl::owned_slices(OwnedFor use) {
   std::vector<UnitSlice> s;
-  for (size_t u = 0; u < layout.num_units(); ++u) s.push_back(strategy->owned(u));
+  for (size_t u = 0; u < layout.num_units(); ++u) s.push_back(strategy->owned(u, use));
   return s;
 }
 
@@ -63,7 +63,7 @@ int Trainer::Impl::restore() {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
     // A rank whose read failed alone ends the job well before the StallGuard would.
     const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
-    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), vote_wait_s, part);
+    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kLoad), vote_wait_s, part);
     for (const NewestCheckpoint::Damaged& d : newest.damaged)
       warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
             d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
@@ -71,7 +71,7 @@ int Trainer::Impl::restore() {
     if (!resume_path.empty()) meta = std::move(newest.meta);
   } else if (!resume_path.empty()) {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
-    meta = load_checkpoint(resume_path, base, layout, owned_slices(), part);
+    meta = load_checkpoint(resume_path, base, layout, owned_slices(OwnedFor::kLoad), part);
   }
   if (!meta) {
     guard.reset();
@@ -81,7 +81,7 @@ int Trainer::Impl::restore() {
       log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
     if (!cfg.init_from.empty()) {
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
-      const std::string what = import_params(cfg.init_from, base, layout, owned_slices());
+      const std::string what = import_params(cfg.init_from, base, layout, owned_slices(OwnedFor::kLoad));
       strategy->after_load();
       log0("initialised from {}: {}", cfg.init_from, what);
     }
@@ -119,7 +119,7 @@ void Trainer::Impl::write_checkpoint_record() {
 // The published checkpoint's metrics record and log line (rank 0 sizes the
 // directory; the others log nothing and write no metrics).
 nlohmann::json Trainer::Impl::published(int step, const std::string& path, double write_s, double blocked_s,
-                                        const h5::CollectiveIo& io) {
+                                        int64_t snapshot_bytes, const h5::CollectiveIo& io) {
   ++ckpt_count;
   const uintmax_t bytes = rank == 0 ? checkpoint_bytes(path) : 0;
   log0("checkpoint {} written in {:.2f} s ({:.1f} MiB, {:.0f} MiB/s){}", path, write_s, double(bytes) / 1048576.0,
@@ -131,6 +131,7 @@ nlohmann::json Trainer::Impl::published(int step, const std::string& path, doubl
           {"seconds", write_s},
           {"blocked_s", blocked_s},
           {"async", cfg.ckpt_async},
+          {"snapshot_bytes", snapshot_bytes},
           {"independent_io", io.independent},
           {"elapsed_s", since_start.seconds()}};
 }
@@ -155,37 +156,56 @@ void Trainer::Impl::checkpoint(int steps_done) {
     // HDF5's collective writes block until every rank arrives; each tensor is progress.
     StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {}", steps_done));
     h5::CollectiveIo io;
-    const std::string path = save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(), meta, cfg.keep_last, &io);
+    const std::string path =
+        save_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kSave), meta, cfg.keep_last, &io);
     const double s = t.seconds();
     ckpt_blocked_s += s;
-    metrics.write(published(steps_done, path, s, s, io));
+    metrics.write(published(steps_done, path, s, s, 0, io));
     return;
   }
-  std::vector<UnitSlice> slices = owned_slices();
-  if (ckpt_snapshot.empty()) {
-    for (const UnitSlice& s : slices)
-      for (int g = 0; g < 3; ++g)
-        ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
+  std::vector<UnitSlice> slices = owned_slices(OwnedFor::kSave);
+  if (ckpt_comm == MPI_COMM_NULL) {
     StallGuard guard(cfg.comm_timeout_s, "the background writer's communicator");  // MPI_Comm_dup, blocking
     MPI_Comm_dup(base, &ckpt_comm);
   }
-  for (size_t u = 0; u < slices.size(); ++u)
+  // The background write reads the written ranges alone: those are copied
+  // (once allocated, the same sizes every time), unless the slices are
+  // copies already, which training leaves alone until the next owned call,
+  // after this write's join.
+  const bool copy = std::any_of(slices.begin(), slices.end(), [](const UnitSlice& s) { return !s.detached; });
+  if (copy && ckpt_snapshot.empty())
+    for (const UnitSlice& s : slices)
+      for (int g = 0; g < 3; ++g)
+        ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.written_end() - s.written_begin(), 1)),
+                                   MemCategory::kBuffers, &mem);
+  int64_t snapshot_bytes = 0;  // what the write reads: the written ranges
+  for (size_t u = 0; u < slices.size(); ++u) {
+    UnitSlice& s = slices[u];
+    const int64_t b = s.written_begin(), e = s.written_end();
+    snapshot_bytes += 3 * (e - b) * int64_t(sizeof(float));
+    if (!copy) continue;
     for (int g = 0; g < 3; ++g) {
       float* dst = ckpt_snapshot[3 * u + g].data();
-      std::copy(slices[u].state[g], slices[u].state[g] + (slices[u].end - slices[u].begin), dst);
-      slices[u].state[g] = dst;
+      std::copy(s.state[g] + (b - s.begin), s.state[g] + (e - s.begin), dst);
+      s.state[g] = dst;
     }
+    s.begin = b;  // the slice is the written range, in the snapshot
+    s.end = e;
+    s.write_begin = 0;
+    s.write_end = -1;
+  }
   const double snapshot_s = t.seconds();
   ckpt_blocked_s += snapshot_s;
-  log0("checkpoint step {}: state snapshot in {:.3f} s, writing in the background", steps_done, snapshot_s);
-  ckpt_thread = std::thread([this, slices, meta, snapshot_s] {
+  log0("checkpoint step {}: state snapshot ({:.1f} MiB) in {:.3f} s, writing in the background", steps_done,
+       double(snapshot_bytes) / 1048576.0, snapshot_s);
+  ckpt_thread = std::thread([this, slices, meta, snapshot_s, snapshot_bytes] {
     try {
       trace::Span span("checkpoint write", "checkpoint", -1, trace::lane("checkpoint writer"));
       Timer w;
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the checkpoint write of step {} (background)", meta.step));
       h5::CollectiveIo io;
       const std::string path = save_checkpoint(cfg.ckpt_dir, ckpt_comm, layout, slices, meta, cfg.keep_last, &io);
-      ckpt_record = published(int(meta.step), path, w.seconds(), snapshot_s, io);
+      ckpt_record = published(int(meta.step), path, w.seconds(), snapshot_s, snapshot_bytes, io);
       ckpt_record_ready.store(true, std::memory_order_release);
     } catch (...) {
       ckpt_error = std::current_exception();

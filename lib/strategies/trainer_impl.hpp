@@ -107,6 +107,9 @@ struct Trainer::Impl {
   MPI_Comm ckpt_comm = MPI_COMM_NULL;
   std::thread ckpt_thread;
   std::exception_ptr ckpt_error;
+  // The snapshot: the written range of each owned slice (a rank's share
+  // under ddp), or nothing where the strategy's slices are copies already
+  // (UnitSlice::detached: a GPU's host copies).
   std::vector<Buffer<float>> ckpt_snapshot;
   // The background write's `checkpoint` metrics record, made by its thread
   // (which then sets ckpt_record_ready, and touches neither again) and
@@ -154,7 +157,7 @@ struct Trainer::Impl {
   // GPU communicators order their collectives against the compute stream.
   DeviceMesh2D& set_streams();
   static std::string resolve_resume(const RunConfig& c);
-  std::vector<UnitSlice> owned_slices();
+  std::vector<UnitSlice> owned_slices(OwnedFor use);
 
   // A resume continues the run that wrote the checkpoint exactly only if the
   // data stream is the same: the seed orders the sequences (and draws the
@@ -172,8 +175,9 @@ struct Trainer::Impl {
   // checkpoints) and writes its metrics record, or rethrows its error.
   void join_checkpoint();
   void checkpoint(int steps_done);
+  // snapshot_bytes: rank 0's state held aside for a background write (0 when synchronous).
   nlohmann::json published(int step, const std::string& path, double write_s, double blocked_s,
-                           const h5::CollectiveIo& io);
+                           int64_t snapshot_bytes, const h5::CollectiveIo& io);
   ~Impl();
   size_t E() const { return layout.embedding_unit(); }
   size_t F() const { return layout.final_unit(); }

@@ -16,13 +16,19 @@
 #      the write itself, or with --ckpt-async (zero3's run) the snapshot,
 #      independent_io 0), the log's line with size and rate, and the
 #      summary's count and time in checkpoints (their blocked_s, plus the
-#      waits for the background writer).
+#      waits for the background writer);
+#   6. ddp with --ckpt-async on 2 ranks snapshots each rank's share alone
+#      (the half it writes: snapshot_bytes and mem.buffers about 6 bytes a
+#      parameter, not 12; 0 when synchronous), and its checkpoint equals the
+#      synchronous run's bit for bit.
 #   ckpt_compare.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
 tool="$build/apps/ckpt_tool"
 tiny_run_ok ddp 2 --strategy ddp --ckpt-dir "$work/ck_ddp" --ckpt-every 3 --metrics "$work/ddp.jsonl"
 tiny_run_ok zero3 2 --strategy zero3 --ckpt-dir "$work/ck_zero3" --ckpt-every 3 --ckpt-async --metrics "$work/zero3.jsonl"
+tiny_run_ok ddp_async 2 --strategy ddp --ckpt-dir "$work/ck_ddp_async" --ckpt-every 3 --ckpt-async \
+  --metrics "$work/ddp_async.jsonl"
 ddp3="$work/ck_ddp/step_00000003"; ddp6="$work/ck_ddp/step_00000006"; zero6="$work/ck_zero3/step_00000006"
 
 # 1. itself
@@ -109,4 +115,33 @@ for name, asynchronous in (("ddp", False), ("zero3", True)):
           f"{summary['checkpoint_blocked_s']:.3f} s of the loop in them")
 PY
 grep -q "2 checkpoints | the training loop spent [0-9.]* s in them$" "$work/ddp.log" || fail "ddp: the summary's line"
+
+# 6. the async snapshot holds the written share
+out=$("$tool" compare "$ddp6" "$work/ck_ddp_async/step_00000006") ||
+  { echo "$out"; fail "ddp's async checkpoint against its synchronous one: exit $?"; }
+grep -q "^identical: all 84 tensors bit for bit$" <<<"$out" || { echo "$out"; fail "ddp async against sync: not identical"; }
+grep -Eq "checkpoint step 3: state snapshot \([0-9.]+ MiB\) in [0-9.]+ s, writing in the background$" \
+  "$work/ddp_async.log" || { cat "$work/ddp_async.log"; fail "ddp async: no snapshot line with its size"; }
+python3 - "$work" <<'PY' || fail "the snapshots' sizes"
+import json, sys
+w = sys.argv[1]
+units_max = 64  # the tiny model's units (2 layers): far fewer
+for name, share in (("ddp", None), ("zero3", 2), ("ddp_async", 2)):
+    recs = [json.loads(l) for l in open(f"{w}/{name}.jsonl")]
+    psi = recs[0]["params_stored"]
+    ck = [r for r in recs if r.get("type") == "checkpoint"]
+    for r in ck:
+        b = r["snapshot_bytes"]
+        if share is None:
+            assert b == 0, (name, r)
+        else:  # rank 0's: 12 bytes for each element of its half (the larger: rounded up) of every unit
+            assert 12 * psi / share <= b <= 12 * (psi / share + units_max), (name, b, psi)
+    if name == "ddp_async":  # the snapshot is the run's only transient buffer: 12 bytes per element, 1 at least
+        # (each step record after the first checkpoint, made at step 3 after its record)
+        buffers = [r["mem"]["buffers"] for r in recs if r.get("type", "step") == "step" and r["step"] > 3]
+        assert all(ck[0]["snapshot_bytes"] <= x <= ck[0]["snapshot_bytes"] + 12 * units_max for x in buffers), \
+            (buffers, ck[0])
+        print(f"ddp --ckpt-async on 2 ranks: a {ck[0]['snapshot_bytes']}-byte snapshot of {12 * psi} bytes of state, "
+              f"mem.buffers {buffers[0]}")
+PY
 echo "ok: ckpt_tool compare"

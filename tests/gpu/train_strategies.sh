@@ -21,7 +21,9 @@
 #  * NCCL: 1 rank runs every strategy (NCCL allows one rank per GPU; with
 #    the emulator, which can have several devices, 2 ranks too);
 #  * a bf16 zero3 checkpoint of device state resumes exactly under zero3 and
-#    within 2% under ddp on 1 rank; evaluated alone (--steps 0: the bf16
+#    within 2% under ddp on 1 rank; ddp's on 2 ranks with --ckpt-async
+#    (each rank's share downloaded: the snapshot) is the synchronous one's,
+#    bit for bit, and resumes exactly; evaluated alone (--steps 0: the bf16
 #    parameters only) under ddp and zero3, its validation loss is the
 #    training run's, to the bit (with --attention auto: cuDNN's forward
 #    plan alone, within 2%; the emulator: ours, to the bit); in fp32 over all 93 sequences of a small
@@ -448,6 +450,24 @@ run resume_zero3 2 --device cuda --strategy zero3 --attention ours --resume "$wo
 compare ckpt_zero3 resume_zero3 0
 run resume_ddp_np1 1 --device cuda --strategy ddp --resume "$work/ckpt/step_00000004"
 compare ckpt_zero3 resume_ddp_np1 0.02
+# ddp on 2 ranks with --ckpt-async: each rank downloads the share it writes
+# (half the state), which is the background write's snapshot; the
+# checkpoint equals the synchronous run's bit for bit and resumes exactly.
+run ckpt_ddp 2 --device cuda --strategy ddp --attention ours --ckpt-dir "$work/ckpt_ddp" --ckpt-every 4
+run ckpt_ddp_async 2 --device cuda --strategy ddp --attention ours --ckpt-dir "$work/ckpt_ddp_async" --ckpt-every 4 \
+  --ckpt-async
+compare ckpt_ddp ckpt_ddp_async 0
+"$build/apps/ckpt_tool" compare "$work/ckpt_ddp/step_00000004" "$work/ckpt_ddp_async/step_00000004" |
+  grep -q "^identical: " || { echo "FAILED: ddp's async checkpoint is not its synchronous one"; exit 1; }
+python3 - "$work/ckpt_ddp_async.jsonl" <<'PY' || { echo "FAILED: ddp's async snapshot is not its share"; exit 1; }
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+psi, ck = recs[0]["params_stored"], [r for r in recs if r.get("type") == "checkpoint"]
+assert [r["step"] for r in ck] == [4, 8] and all(6 * psi <= r["snapshot_bytes"] <= 6 * psi + 12 * 64 for r in ck), ck
+print(f"ddp --ckpt-async on the device, 2 ranks: a {ck[0]['snapshot_bytes']}-byte snapshot of {12 * psi} bytes")
+PY
+run resume_ddp_async 2 --device cuda --strategy ddp --attention ours --resume "$work/ckpt_ddp_async/step_00000004"
+compare ckpt_ddp resume_ddp_async 0
 # Evaluation only (--steps 0) keeps the bf16 parameters alone, loaded from
 # the checkpoint's fp32 master weights straight into them: the validation
 # loss of zero3's step 4 (on 2 ranks, as it trained) from ddp and zero3
