@@ -81,9 +81,20 @@ gpt_forward_usr1() {
 # started: that is a time limit shorter than the warning's lead time, and
 # requeueing would repeat forever, a step at a time.
 gpt_train_or_requeue() {
-  local rc=0 start=$SECONDS min="${GPT_STOP_MIN_S:-60}"
+  local rc=0 start=$SECONDS
   gpt_launch "$@" || rc=$?
-  [[ $rc == 75 && -n "${GPT_CKPT_EVERY:-}" && -n "${SLURM_JOB_ID:-}" ]] || return "$rc"
+  gpt_requeue_stopped "$rc" "$start" "${GPT_CKPT_EVERY:-}"
+}
+
+# gpt_requeue_stopped RC START CHECKPOINTS: returns RC, unless RC is 75 (a
+# run stopped early on a signal, with its checkpoint), CHECKPOINTS is not
+# empty (so the requeued job resumes rather than starts over) and the stop
+# came at least GPT_STOP_MIN_S after START (bash's $SECONDS): then the job
+# (an array task: that task) requeues itself. gpt_train_or_requeue for
+# gpt_train; sweep.sbatch for its run of the grid (GPT_SWEEP_CKPT_EVERY).
+gpt_requeue_stopped() {
+  local rc=$1 start=$2 min="${GPT_STOP_MIN_S:-60}"
+  [[ $rc == 75 && -n "$3" && -n "${SLURM_JOB_ID:-}" ]] || return "$rc"
   if ((SECONDS - start < min)); then
     echo "error: the run stopped on a signal $((SECONDS - start)) s after it started, sooner than" \
       "GPT_STOP_MIN_S=$min s: is the time limit shorter than the --signal lead time (180 s)? Not requeueing" >&2
@@ -151,5 +162,6 @@ gpt_sweep_grid() {
         --hybrid-inner "${GPT_SWEEP_INNER:-zero3}" --steps "${GPT_STEPS:-20}" --config "${GPT_CONFIG:-$root/input/default.toml}")
   [[ -n "${GPT_SWEEP_MESHES:-}" ]] && grid+=(--meshes "$GPT_SWEEP_MESHES")
   [[ -n "${GPT_SWEEP_MODELS:-}" ]] && grid+=(--models "$GPT_SWEEP_MODELS")
+  [[ -n "${GPT_SWEEP_CKPT_EVERY:-}" ]] && grid+=(--ckpt-every "$GPT_SWEEP_CKPT_EVERY" --skip-done)
   return 0
 }

@@ -23,7 +23,9 @@ refused() {
 refused "--strategies: unknown strategy 'zero9'" --strategies ddp,zero9
 refused "--meshes: 3x3 is 9 ranks, but --ranks is 2" --strategies hybrid --meshes 3x3
 refused "--config $work/nope.toml: no such file" --strategies ddp --config "$work/nope.toml"
-echo "ok: an unknown strategy, a mesh of other ranks and a missing config are refused before any run"
+refused "--ckpt-dir in the flags for gpt_train: every run of the grid would share it" --strategies ddp -- \
+  --ckpt-dir "$work/shared_ckpt"
+echo "ok: an unknown strategy, a mesh of other ranks, a missing config and a shared --ckpt-dir are refused before any run"
 "$root/scripts/sweep" run --strategies ddp,zero3,hybrid,auto --meshes 1x2 --ranks 2 --steps 3 \
   --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun -- --device-mem 1M
 python3 - "$work/sweep" <<'PY'
@@ -107,3 +109,41 @@ assert "1 stopped, 1 not run" in open(os.path.join(d, "report.md")).read()
 print(f"ok: {how}: ddp {rows['ddp']['error']}; zero3 not run; exit 75")
 PY
 done
+
+# --ckpt-every: a run stopped by SIGUSR1 (its checkpoint written at the
+# stop) resumes with --skip-done from that checkpoint, not from step 0, and
+# ends as the same run uninterrupted does, bit for bit; the report says
+# where it resumed and the time in checkpoints; the next run starts fresh.
+steps=(--ranks 2 --steps 1000 --ckpt-every 400 --config "$work/tiny.toml" --build "$build" --launcher mpirun)
+"$root/scripts/sweep" run --strategies ddp "${steps[@]}" --out "$work/whole" > "$work/whole.log"
+setsid "$root/scripts/sweep" run --strategies ddp,zero3 "${steps[@]}" --out "$work/resume" >"$work/resume.log" 2>&1 &
+pid=$!
+first_step "$work/resume/runs/ddp/metrics.jsonl"
+kill -USR1 "$(pgrep -P "$pid" mpirun)"
+rc=0; wait "$pid" || rc=$?
+[[ $rc == 75 ]] || { cat "$work/resume.log"; echo "FAIL: resume: the sweep exited $rc, expected 75"; exit 1; }
+"$root/scripts/sweep" run --strategies ddp,zero3 "${steps[@]}" --out "$work/resume" --skip-done > "$work/resumed.log" ||
+  { cat "$work/resumed.log"; echo "FAIL: the resumed sweep failed"; exit 1; }
+grep -Eq "^\[sweep\] ddp: resuming from step_[0-9]{8} \(--ckpt-every, --skip-done\)$" "$work/resumed.log" ||
+  { cat "$work/resumed.log"; echo "FAIL: ddp did not resume"; exit 1; }
+python3 - "$work" <<'PY'
+import csv, json, os, sys
+w = sys.argv[1]
+def summary(d):
+    return [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"summary"' in l][-1]
+rows = {r["name"]: r for r in csv.DictReader(open(f"{w}/resume/report.csv"))}
+ddp, zero3 = rows["ddp"], rows["zero3"]
+assert ddp["status"] == "ok" and zero3["status"] == "ok", rows
+k = int(ddp["resumed_from"])
+assert 0 < k < 1000 and zero3["resumed_from"] == "", rows
+assert float(ddp["checkpoint_s"]) > 0 and float(zero3["checkpoint_s"]) > 0, rows
+d = f"{w}/resume/runs/ddp"
+assert os.path.exists(f"{d}/log.1.txt") and f"stopped early on SIGUSR1 after step {k} " in open(f"{d}/log.1.txt").read()
+assert f"resumed from {d}/ckpt/step_{k:08d}" in open(f"{d}/log.txt").read()
+steps = [json.loads(l)["step"] for l in open(f"{d}/metrics.jsonl") if '"grad_norm"' in l]
+assert steps == list(range(1, 1001)), (steps[:3], steps[-3:], len(steps))
+a, b = summary(f"{w}/whole/runs/ddp"), summary(d)
+assert a["final_loss"] == b["final_loss"] and a["steps_done"] == b["steps_done"] == 1000, (a, b)
+assert sorted(os.listdir(f"{d}/ckpt")) == ["step_00001000"], os.listdir(f"{d}/ckpt")  # --keep-last 1
+print(f"ok: ddp stopped at step {k}, resumed from its checkpoint, final loss {b['final_loss']} as uninterrupted")
+PY

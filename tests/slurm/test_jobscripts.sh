@@ -205,6 +205,31 @@ for p in ("throughput.png", "memory.png", "breakdown.png"):
     assert os.path.getsize(f) > 1000 and open(f, "rb").read(4) == b"\x89PNG", p
 PY
 
+echo "== a sweep's array task stopped by the time-limit warning (GPT_SWEEP_CKPT_EVERY): requeued, its run resumed"
+out=$(GPT_OUT="$work/sweep_stop" GPT_SWEEP_STRATEGIES=ddp GPT_STEPS=4000 GPT_SWEEP_CKPT_EVERY=5000 GPT_STOP_MIN_S=0 \
+  GPT_CONFIG="$work/tiny.toml" "$root/jobscripts/submit-sweep.sh" --ntasks=2)
+ids=$(grep -o 'job [0-9]*' <<<"$out" | cut -d' ' -f2)
+array_id=$(head -1 <<<"$ids"); report_id=$(tail -1 <<<"$ids")
+wait_started "${array_id}_0" "$work/sweep_stop/runs/ddp"
+signal_ranks "$work/sweep_stop/runs/ddp"
+state=$(wait_job "$report_id")
+[[ "$state" == COMPLETED ]] || fail "the stopped sweep's report job $report_id ended $state"
+s=$(wait_job "${array_id}_0"); [[ "$s" == COMPLETED ]] || fail "the stopped sweep task ended $s"
+scontrol show job "${array_id}_0" | grep -q 'Restarts=1' ||
+  fail "sweep task ${array_id}_0 was not requeued once: $(scontrol show job "${array_id}_0" | grep -o 'Restarts=[0-9]*')"
+python3 - "$work/sweep_stop" <<'PY' || fail "the resumed sweep run"
+import csv, json, os, sys
+d = sys.argv[1]
+row = next(csv.DictReader(open(os.path.join(d, "report.csv"))))
+assert row["name"] == "ddp" and row["status"] == "ok" and 0 < int(row["resumed_from"]) < 4000, row
+recs = [json.loads(l) for l in open(os.path.join(d, "runs/ddp/metrics.jsonl"))]
+assert [r["step"] for r in recs if "type" not in r] == list(range(1, 4001))
+assert [(r["steps_done"], r["stop_signal"]) for r in recs if r.get("type") == "summary"] == \
+    [(int(row["resumed_from"]), "SIGUSR1"), (4000, None)]
+assert "stopped early on SIGUSR1" in open(os.path.join(d, "runs/ddp/log.1.txt")).read()
+print(f"sweep task: stopped after step {row['resumed_from']}, requeued, resumed, completed")
+PY
+
 echo "== a failing training step fails the job"
 id=$(GPT_OUT="$work/bad" sbatch --parsable --ntasks=2 --output="$work/bad-%j.out" \
   "$root/jobscripts/train.sbatch" --data "$work/no_such_*.bin")
