@@ -1,6 +1,7 @@
 #include "io/checkpoint.hpp"
 
 #include "comm/agree.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/hash.hpp"
 #include "core/logging.hpp"
@@ -96,12 +97,38 @@ bool test_load_fails(MPI_Comm comm) {
 
 std::string step_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
+// A directory's fsync is best effort (some file systems refuse one).
 void fsync_path(const std::string& p) {
   int fd = ::open(p.c_str(), O_RDONLY);
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+// A file's is not: where it fails, its data may not be on disk (a full
+// disk on NFS, an I/O error), so the checkpoint is not published.
+void sync_file(const std::string& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw DataError(fmt::format("{}: fsync failed: {}", p, std::strerror(err)));
+  }
+  ::close(fd);
+}
+
+// One line for a failed checkpoint write: the step, the file, what was
+// being written, why, and the room left on the file system (a full disk or
+// quota is the usual cause, and HDF5's own message does not say so).
+std::string write_failure(int64_t step, const std::string& file, const std::string& at, const std::string& why) {
+  std::error_code ec;
+  const fs::space_info sp = fs::space(fs::path(file).parent_path(), ec);
+  const std::string room = ec ? std::string()
+                              : fmt::format("; its file system has {} free of {}", format_bytes(double(sp.available)),
+                                            format_bytes(double(sp.capacity)));
+  return fmt::format("checkpoint step {}: writing {} failed at {}: {}{}; nothing was published", step, file, at, why,
+                     room);
 }
 
 // Every .partial-* in ckpt_dir, once a checkpoint is published, is the
@@ -158,61 +185,78 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
   }
   MPI_Barrier(comm);
   const std::string file = tmp + "/state.h5";
-  h5::Id f = h5::create_file(file, comm);
-  test_stall(rank);
+  // A failed write is this rank's alone (a full disk fails rank 0's
+  // metadata writes): its handles are abandoned, not closed collectively
+  // with ranks that are elsewhere, and the error ends the job. Nothing is
+  // published: the directory stays .partial-, which resumes pass over.
+  h5::AbandonOnError abandon;
   h5::CollectiveIo modes;
-  for (size_t ui = 0; ui < layout.num_units(); ++ui) {
-    const UnitSpec& u = layout.unit(ui);
-    const UnitSlice& s = slices[ui];
-    // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
-    const int64_t w0 = s.written_begin(), w1 = s.written_end(), skip = w0 - s.begin;
-    if (w0 < s.begin || w1 > s.end || w1 < w0)
-      throw std::logic_error("save_checkpoint: a write range outside its slice");
-    for_each_piece(u, w0, w1, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
-      const int64_t n = hi - lo;
-      for (int g = 0; g < 3; ++g) {
-        const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
-        h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
-        const float* v = s.state[g] + skip + off;
-        h5::write_range(d.get(), v, lo, lo + n, true, &modes);
-        uint64_t sum = n > 0 ? tensor_checksum(v, lo, n) : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
-        h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
-        note_progress(ds);  // the caller's StallGuard (core/stall_guard.hpp)
-      }
-      test_write_delay();
-    });
+  std::string at = "its creation";  // what the write is at, for its error
+  try {
+    h5::Id f = h5::create_file(file, comm);
+    test_stall(rank);
+    for (size_t ui = 0; ui < layout.num_units(); ++ui) {
+      const UnitSpec& u = layout.unit(ui);
+      const UnitSlice& s = slices[ui];
+      // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
+      const int64_t w0 = s.written_begin(), w1 = s.written_end(), skip = w0 - s.begin;
+      if (w0 < s.begin || w1 > s.end || w1 < w0)
+        throw std::logic_error("save_checkpoint: a write range outside its slice");
+      for_each_piece(u, w0, w1, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
+        const int64_t n = hi - lo;
+        for (int g = 0; g < 3; ++g) {
+          const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
+          at = ds;
+          h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
+          const float* v = s.state[g] + skip + off;
+          h5::write_range(d.get(), v, lo, lo + n, true, &modes);
+          uint64_t sum = n > 0 ? tensor_checksum(v, lo, n) : 0;
+          MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);
+          h5::set_attr(d.get(), "checksum", sum);  // collective: every rank writes the same value
+          note_progress(ds);                       // the caller's StallGuard (core/stall_guard.hpp)
+        }
+        test_write_delay();
+      });
+    }
+    at = "its attributes";
+    h5::set_attr(f.get(), "format", std::string(kCheckpointFormat));
+    h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
+    h5::set_attr(f.get(), "step", meta.step);
+    h5::set_attr(f.get(), "optimizer_updates", meta.optimizer_updates);
+    h5::set_attr(f.get(), "skipped_in_a_row", meta.skipped_in_a_row);
+    h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
+    h5::set_attr(f.get(), "data_offset", meta.data.offset);
+    h5::set_attr(f.get(), "data_sequences", meta.data_sequences);
+    h5::set_attr(f.get(), "seed", meta.seed);
+    h5::set_attr(f.get(), "strategy", meta.strategy);
+    h5::set_attr(f.get(), "mesh", meta.mesh);
+    h5::set_attr(f.get(), "world_size", int64_t(meta.world_size));
+    h5::set_attr(f.get(), "model", model_json(layout.config()).dump());
+    h5::set_attr(f.get(), "config", meta.config.dump());
+    if (!meta.build.empty()) h5::set_attr(f.get(), "build", meta.build);
+    at = "its close (the flush)";
+    f.close();
+  } catch (const h5::H5Error& e) {
+    throw DataError(write_failure(meta.step, file, at, e.what()));
   }
-  h5::set_attr(f.get(), "format", std::string(kCheckpointFormat));
-  h5::set_attr(f.get(), "format_version", kCheckpointFormatVersion);
-  h5::set_attr(f.get(), "step", meta.step);
-  h5::set_attr(f.get(), "optimizer_updates", meta.optimizer_updates);
-  h5::set_attr(f.get(), "skipped_in_a_row", meta.skipped_in_a_row);
-  h5::set_attr(f.get(), "data_epoch", meta.data.epoch);
-  h5::set_attr(f.get(), "data_offset", meta.data.offset);
-  h5::set_attr(f.get(), "data_sequences", meta.data_sequences);
-  h5::set_attr(f.get(), "seed", meta.seed);
-  h5::set_attr(f.get(), "strategy", meta.strategy);
-  h5::set_attr(f.get(), "mesh", meta.mesh);
-  h5::set_attr(f.get(), "world_size", int64_t(meta.world_size));
-  h5::set_attr(f.get(), "model", model_json(layout.config()).dump());
-  h5::set_attr(f.get(), "config", meta.config.dump());
-  if (!meta.build.empty()) h5::set_attr(f.get(), "build", meta.build);
-  f.close();
   MPI_Barrier(comm);  // every rank has closed (flushed) the file
   note_progress("closing state.h5");
   warn_independent(modes, fmt::format("the checkpoint write of step {}", meta.step), "writes");
   if (io) *io = modes;
   if (rank == 0) {
-    fsync_path(file);
-    {
+    try {
+      sync_file(file);
       std::ofstream c(tmp + "/COMPLETE");
       c << nlohmann::json{{"step", meta.step}, {"world_size", meta.world_size}, {"strategy", meta.strategy},
                           {"mesh", meta.mesh}}
                .dump()
         << "\n";
+      c.close();
+      if (!c) throw DataError(fmt::format("{}/COMPLETE: cannot write it: {}", tmp, std::strerror(errno)));
+      sync_file(tmp + "/COMPLETE");
+    } catch (const DataError& e) {
+      throw DataError(write_failure(meta.step, file, "publishing it", e.what()));
     }
-    fsync_path(tmp + "/COMPLETE");
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
     fsync_path(ckpt_dir);

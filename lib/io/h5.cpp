@@ -1,5 +1,6 @@
 #include "io/h5.hpp"
 
+#include <exception>
 #include <mutex>
 #include <utility>
 
@@ -12,15 +13,23 @@ void quiet() {
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
 
-herr_t innermost(unsigned n, const H5E_error2_t* e, void* out) {
-  if (n == 0) *static_cast<std::string*>(out) = e->desc ? e->desc : "";
+// The error stack's first (the API call's) and last (where it began, e.g.
+// the file driver's "file write failed") descriptions.
+struct Ends {
+  std::string first, last;
+};
+herr_t ends(unsigned n, const H5E_error2_t* e, void* out) {
+  auto& d = *static_cast<Ends*>(out);
+  (n == 0 ? d.first : d.last) = e->desc ? e->desc : "";
   return 0;
 }
 
 [[noreturn]] void fail(const std::string& what) {
-  std::string detail;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &detail);
+  Ends d;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, ends, &d);
   H5Eclear2(H5E_DEFAULT);
+  std::string detail = d.first;
+  if (!d.last.empty() && d.last != d.first) detail += detail.empty() ? d.last : " (" + d.last + ")";
   throw H5Error(detail.empty() ? what : fmt::format("{}: {}", what, detail));
 }
 
@@ -125,8 +134,18 @@ Id& Id::operator=(Id&& o) noexcept {
   return *this;
 }
 
+namespace {
+// std::uncaught_exceptions() when this thread's innermost AbandonOnError
+// was made, -1 while there is none.
+thread_local int abandon_base = -1;
+}  // namespace
+
+AbandonOnError::AbandonOnError() : outer_(abandon_base) { abandon_base = std::uncaught_exceptions(); }
+AbandonOnError::~AbandonOnError() { abandon_base = outer_; }
+
 void Id::reset() {
-  if (id_ >= 0) close_any(id_);
+  const bool abandon = abandon_base >= 0 && std::uncaught_exceptions() > abandon_base;
+  if (id_ >= 0 && !abandon) close_any(id_);
   id_ = H5I_INVALID_HID;
 }
 

@@ -42,6 +42,25 @@ class Id {
   hid_t id_ = H5I_INVALID_HID;
 };
 
+// While one lives on this thread, an Id destroyed by an exception thrown
+// past it is abandoned, not closed. Closing a parallel file (and a dataset
+// of it) is collective, and after a failure on this rank alone (a full
+// disk: HDF5's metadata is written by rank 0) the other ranks are in
+// another collective call: closing would hang this rank too, where
+// abandoning lets the error reach the job's abort, which ends every rank.
+// For writes, whose failure ends the job; a read that fails may be retried
+// elsewhere (resume auto) and closes its file as usual.
+class AbandonOnError {
+ public:
+  AbandonOnError();
+  ~AbandonOnError();
+  AbandonOnError(const AbandonOnError&) = delete;
+  AbandonOnError& operator=(const AbandonOnError&) = delete;
+
+ private:
+  int outer_;  // the enclosing guard's exception count, -1 for none
+};
+
 // comm == MPI_COMM_NULL: serial access (tools); otherwise MPI-IO, collective.
 Id create_file(const std::string& path, MPI_Comm comm);
 Id open_file(const std::string& path, MPI_Comm comm);

@@ -111,6 +111,7 @@ void Trainer::Impl::join_checkpoint() {
 }
 
 void Trainer::Impl::write_checkpoint_record() {
+  if (ckpt_failed.exchange(false, std::memory_order_acquire)) join_checkpoint();  // rethrows
   if (!ckpt_record_ready.exchange(false, std::memory_order_acquire)) return;
   metrics.write(*ckpt_record);
   ckpt_record.reset();
@@ -209,6 +210,7 @@ void Trainer::Impl::checkpoint(int steps_done) {
       ckpt_record_ready.store(true, std::memory_order_release);
     } catch (...) {
       ckpt_error = std::current_exception();
+      ckpt_failed.store(true, std::memory_order_release);
     }
   });
 }

@@ -114,10 +114,15 @@ struct Trainer::Impl {
   // The background write's `checkpoint` metrics record, made by its thread
   // (which then sets ckpt_record_ready, and touches neither again) and
   // written by the loop's thread after the next step's record, or at the
-  // join (the metrics writer is not shared). Its errors wait for the join,
-  // the same point on every rank.
+  // join (the metrics writer is not shared). Its errors are raised at the
+  // join, or after a step once it failed (ckpt_failed).
   std::optional<nlohmann::json> ckpt_record;
   std::atomic<bool> ckpt_record_ready{false};
+  // Set by the writer after it stored ckpt_error: the loop raises it after
+  // the next step, not at the next checkpoint (steps later, the run
+  // training on without one), on the failing rank; its abort ends the
+  // others, whose writers may be in a collective write that never ends.
+  std::atomic<bool> ckpt_failed{false};
   void write_checkpoint_record();
   // This run's published checkpoints and the loop's time in them (summary).
   int ckpt_count = 0;
