@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
 
 namespace gpt {
 
@@ -16,6 +17,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (std::error_code ec; !parent.empty() && (std::filesystem::create_directories(parent, ec), ec))
     throw DataError(fmt::format("{}: cannot create the metrics file's directory: {}", path, ec.message()));
+  path_ = path;
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_) throw DataError(fmt::format("{}: cannot create metrics file: {}", path, std::strerror(errno)));
 }
@@ -81,8 +83,14 @@ void MetricsWriter::write(const StepRecord& r) {
 }
 
 void MetricsWriter::write_line(const char* data, size_t size) {
-  std::fwrite(data, 1, size, f_);
-  std::fflush(f_);
+  errno = 0;
+  const bool ok = std::fwrite(data, 1, size, f_) == size && std::fflush(f_) == 0;
+  if (ok) return;
+  const int err = errno;
+  std::clearerr(f_);
+  if (lost_++ == 0)
+    spdlog::warn("metrics: writing {} failed: {}; the run goes on, without the records that cannot be written", path_,
+                 err ? std::strerror(err) : "a short write");
 }
 
 }  // namespace gpt

@@ -44,8 +44,12 @@ class MetricsWriter {
   void write(const StepRecord& r);
 
  private:
+  // A failed write (a full disk) is a warning, once: the run goes on (the
+  // metrics are not the model), and later records are written if they can be.
   void write_line(const char* data, size_t size);
   std::FILE* f_ = nullptr;
+  std::string path_;
+  int64_t lost_ = 0;  // records that could not be written
   fmt::memory_buffer line_;
 };
 

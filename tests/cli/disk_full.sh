@@ -10,10 +10,12 @@
 #      ranks, 40 steps): the background write's failure ends the run after
 #      the next step or so, not at the next checkpoint or the end;
 #   2. with room again, --resume auto passes over the .partial- directory:
-#      the run starts fresh, publishes its checkpoints and removes it.
+#      the run starts fresh, publishes its checkpoints and removes it;
+#   3. --metrics on the full disk: one warning naming the file and the
+#      cause, and the run trains to its end (exit 0).
 # Runs in a mount namespace of its own; skipped (77) where that is not
 # allowed.
-#   ckpt_disk_full.sh BUILD_DIR WORK_DIR
+#   disk_full.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
 unshare -m --propagation private bash -c "mount -t tmpfs none '$work' && umount '$work'" 2>/dev/null \
@@ -56,4 +58,14 @@ grep -q "resume auto: no checkpoint in $disk/ck yet, starting fresh" "$work/room
 [[ -f "$disk/ck/step_00000004/COMPLETE" && -z "$(find "$disk/ck" -maxdepth 1 -name ".partial-*")" ]] ||
   { ls -la "$disk/ck"; fail "with room again: step 4 not published, or the .partial- left"; }
 echo "ok: with room again, a fresh start published step 4 and removed the .partial- directory"
+mount -o remount,size=1m "$disk" 2>/dev/null || { umount "$disk" && mount -t tmpfs -o size=1m none "$disk"; } ||
+  fail "a 1 MiB tmpfs again"
+rm -rf "$disk"/* && head -c 2M /dev/zero > "$disk/fill" 2>/dev/null  # fails when the disk is full, as meant
+"$root/scripts/mpirun.sh" -np 2 "$trainer" --config "$work/tiny.toml" --steps 4 --metrics "$disk/m.jsonl" \
+  >"$work/metrics.log" 2>&1 || { cat "$work/metrics.log"; fail "metrics on a full disk: the run failed"; }
+want="metrics: writing $disk/m.jsonl failed: No space left on device; the run goes on, without the records that"
+n=$(grep -c "$want" "$work/metrics.log")
+((n == 1)) || { cat "$work/metrics.log"; fail "metrics on a full disk: expected the warning once, found it $n times"; }
+grep -Eq "step +4/4" "$work/metrics.log" || { cat "$work/metrics.log"; fail "metrics on a full disk: no step 4"; }
+echo "ok: metrics on a full disk: one warning, and the run trained its 4 steps"
 '
