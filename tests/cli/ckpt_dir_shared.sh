@@ -9,8 +9,7 @@
 #   ckpt_dir_shared.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
-unshare -m --propagation private bash -c "mount -t tmpfs none '$work' && umount '$work'" 2>/dev/null \
-  || { echo "skipped: mount namespaces (unshare -m) are not allowed here"; exit 77; }
+need_mount_namespaces
 dir="$work/ckpt"
 mkdir -p "$dir"
 # shellcheck disable=SC2016  # expanded by the ranks' shells

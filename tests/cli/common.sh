@@ -9,7 +9,9 @@
 #                             ranks with tiny.toml and FLAGS, its output in
 #                             WORK_DIR/NAME.log; returns its exit status;
 #   tiny_run_ok NAME NP FLAGS...  the same, and a failed run prints its log
-#                             and fails the test.
+#                             and fails the test;
+#   need_mount_namespaces     skips the test (exit 77) where a mount
+#                             namespace with a tmpfs cannot be made.
 # Sourced, it runs under the test's own shell options (set -u at least).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$1"; work="$2"
@@ -25,4 +27,8 @@ tiny_run_ok() {
   local rc=0
   tiny_run "$@" || rc=$?
   (( rc == 0 )) || { cat "$work/$1.log"; fail "$1: the run failed (exit $rc)"; }
+}
+need_mount_namespaces() {
+  unshare -m --propagation private bash -c "mount -t tmpfs none '$work' && umount '$work'" 2>/dev/null \
+    || { echo "skipped: mount namespaces (unshare -m) are not allowed here"; exit 77; }
 }
