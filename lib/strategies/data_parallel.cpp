@@ -348,6 +348,10 @@ class DataParallel final : public Strategy {
     gather_replicated_params();
   }
 
+  void discard_load() override {
+    for (Unit& u : units_) u.host.clear();
+  }
+
   void gather_full(size_t i, float* out) override {
     Unit& u = units_[i];
     const int64_t n = layout_.unit(i).numel;

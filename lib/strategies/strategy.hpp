@@ -113,6 +113,10 @@ class Strategy {
   //    ranks each download 1/N of the model state instead of all of it.
   virtual UnitSlice owned(size_t u, OwnedFor use) = 0;
   virtual void after_load() = 0;
+  // After owned(u, kLoad) when nothing was read (--resume auto found no
+  // checkpoint): the state stays as it is, and a GPU's host copies are
+  // freed (12 bytes a parameter it owns, for the whole run otherwise).
+  virtual void discard_load() = 0;
   virtual StrategyKind kind() const = 0;
 };
 

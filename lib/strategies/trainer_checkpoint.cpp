@@ -75,6 +75,7 @@ int Trainer::Impl::restore() {
   }
   if (!meta) {
     guard.reset();
+    strategy->discard_load();  // the slices --resume auto had ready for a checkpoint there was none of
     if (cfg.resume == "auto" && cfg.steps == 0 && cfg.init_from.empty())  // likely not the model meant
       warn0("resume auto: no checkpoint in {}: --steps 0 evaluates the seed's initialisation", cfg.ckpt_dir);
     else if (cfg.resume == "auto")

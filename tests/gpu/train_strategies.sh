@@ -453,7 +453,12 @@ compare ckpt_zero3 resume_ddp_np1 0.02
 # ddp on 2 ranks with --ckpt-async: each rank downloads the share it writes
 # (half the state), which is the background write's snapshot; the
 # checkpoint equals the synchronous run's bit for bit and resumes exactly.
-run ckpt_ddp 2 --device cuda --strategy ddp --attention ours --ckpt-dir "$work/ckpt_ddp" --ckpt-every 4
+# The synchronous run starts with --resume auto in its empty --ckpt-dir (the
+# host copies made for a load that finds nothing are dropped, the state
+# untouched: the two runs must still agree to the bit).
+run ckpt_ddp 2 --device cuda --strategy ddp --attention ours --ckpt-dir "$work/ckpt_ddp" --ckpt-every 4 --resume auto
+grep -q "resume auto: no checkpoint in $work/ckpt_ddp yet, starting fresh" "$work/ckpt_ddp.log" ||
+  { echo "FAILED: ckpt_ddp did not start fresh under --resume auto"; cat "$work/ckpt_ddp.log"; exit 1; }
 run ckpt_ddp_async 2 --device cuda --strategy ddp --attention ours --ckpt-dir "$work/ckpt_ddp_async" --ckpt-every 4 \
   --ckpt-async
 compare ckpt_ddp ckpt_ddp_async 0
