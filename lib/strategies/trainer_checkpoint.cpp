@@ -63,7 +63,8 @@ int Trainer::Impl::restore() {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
     // A rank whose read failed alone ends the job well before the StallGuard would.
     const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
-    NewestCheckpoint newest = load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kLoad), vote_wait_s, part);
+    NewestCheckpoint newest =
+        load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kLoad), vote_wait_s, part);
     for (const NewestCheckpoint::Damaged& d : newest.damaged)
       warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
             d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));

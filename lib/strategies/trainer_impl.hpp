@@ -181,8 +181,8 @@ struct Trainer::Impl {
   void join_checkpoint();
   void checkpoint(int steps_done);
   // snapshot_bytes: rank 0's state held aside for a background write (0 when synchronous).
-  nlohmann::json published(int step, const std::string& path, double write_s, double blocked_s,
-                           int64_t snapshot_bytes, const h5::CollectiveIo& io);
+  nlohmann::json published(int step, const std::string& path, double write_s, double blocked_s, int64_t snapshot_bytes,
+                           const h5::CollectiveIo& io);
   ~Impl();
   size_t E() const { return layout.embedding_unit(); }
   size_t F() const { return layout.final_unit(); }
