@@ -75,8 +75,10 @@ struct UnitSlice {
   bool detached = false;
 };
 
-// What a strategy's slice is asked for (Strategy::owned).
-enum class OwnedFor { kLoad, kSave };
+// What a strategy's slice is asked for (Strategy::owned): a checkpoint's
+// load (which reads every element of what it keeps), an import of the
+// parameters alone (the moments keep their values), or a save.
+enum class OwnedFor { kLoad, kImport, kSave };
 
 struct CheckpointMeta {
   int64_t step = 0;

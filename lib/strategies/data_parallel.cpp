@@ -317,7 +317,8 @@ class DataParallel final : public Strategy {
                             MemCategory::kScratch, nullptr);
       for (int g = 0; g < parts; ++g) {
         const char* src = static_cast<const char*>(state[g]) + size_t(from - s.begin) * dtype_size(type[g]);
-        if (n > 0) A_->download(host[g].data(), src, type[g], use == OwnedFor::kSave ? n : u.sh.shard_numel);
+        if (n > 0 && use != OwnedFor::kLoad)  // a load's read fills them; the padding goes up as zeros
+          A_->download(host[g].data(), src, type[g], use == OwnedFor::kSave ? n : u.sh.shard_numel);
         state[g] = host[g].data();
       }
       if (use == OwnedFor::kSave) {  // the slice is the written range, in copies of it

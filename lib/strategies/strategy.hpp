@@ -104,9 +104,10 @@ class Strategy {
   // AdamW moments, as host pointers), and, after those were loaded,
   // rebuilding what is replicated. Without `trains`, the parameters only
   // (the compute copy, widened).
-  //  * kLoad: the whole owned part to be read (or partly read: import) into;
-  //    on a GPU, host copies refreshed by this call and uploaded by
-  //    after_load, which then frees them.
+  //  * kLoad, kImport: the whole owned part to be read into; on a GPU, host
+  //    copies uploaded by after_load, which then frees them. kLoad's are
+  //    not filled from the device (the read fills them), kImport's are (it
+  //    reads the parameters alone, and the moments go back as they were).
   //  * kSave: what this rank writes of it, its write range. On a GPU, host
   //    copies of that range alone (the slice is the range, `detached` set:
   //    training does not change them until the next owned call), so ddp's

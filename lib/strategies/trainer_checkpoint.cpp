@@ -83,7 +83,7 @@ int Trainer::Impl::restore() {
       log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
     if (!cfg.init_from.empty()) {
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
-      const std::string what = import_params(cfg.init_from, base, layout, owned_slices(OwnedFor::kLoad));
+      const std::string what = import_params(cfg.init_from, base, layout, owned_slices(OwnedFor::kImport));
       strategy->after_load();
       log0("initialised from {}: {}", cfg.init_from, what);
     }
