@@ -197,18 +197,19 @@ std::string save_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const Pa
     test_stall(rank);
     for (size_t ui = 0; ui < layout.num_units(); ++ui) {
       const UnitSpec& u = layout.unit(ui);
-      const UnitSlice& s = slices[ui];
-      // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
-      const int64_t w0 = s.written_begin(), w1 = s.written_end(), skip = w0 - s.begin;
-      if (w0 < s.begin || w1 > s.end || w1 < w0)
+      const UnitSlice& whole = slices[ui];
+      if (whole.written_begin() < whole.begin || whole.written_end() > whole.end ||
+          whole.written_end() < whole.written_begin())
         throw std::logic_error("save_checkpoint: a write range outside its slice");
-      for_each_piece(u, w0, w1, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
+      // The written part: every tensor's piece of it (possibly empty: every rank joins every collective write).
+      const UnitSlice s = whole.written_part();
+      for_each_piece(u, s.begin, s.end, [&](const TensorSpec& t, int64_t lo, int64_t hi, int64_t off) {
         const int64_t n = hi - lo;
         for (int g = 0; g < 3; ++g) {
           const std::string ds = fmt::format("/{}/{}", kStateGroups[g], t.name);
           at = ds;
           h5::Id d = h5::create_dataset(f.get(), ds, stored_shape(t));
-          const float* v = s.state[g] + skip + off;
+          const float* v = s.state[g] + off;
           h5::write_range(d.get(), v, lo, lo + n, true, &modes);
           uint64_t sum = n > 0 ? tensor_checksum(v, lo, n) : 0;
           MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UINT64_T, MPI_SUM, comm);

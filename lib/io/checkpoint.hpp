@@ -70,6 +70,18 @@ struct UnitSlice {
   // [write_begin, write_end), the whole slice where write_end < 0.
   int64_t written_begin() const { return write_end < 0 ? begin : write_begin; }
   int64_t written_end() const { return write_end < 0 ? end : write_end; }
+  // The written part as a slice of its own, written whole: its range, the
+  // state pointers moved to its first element (null ones stay null).
+  UnitSlice written_part() const {
+    UnitSlice w = *this;
+    w.begin = written_begin();
+    w.end = written_end();
+    for (float*& p : w.state)
+      if (p) p += w.begin - begin;
+    w.write_begin = 0;
+    w.write_end = -1;
+    return w;
+  }
   // The state is a copy made for this checkpoint (a GPU's host copies), not
   // the live state: a background write may use it as its snapshot.
   bool detached = false;

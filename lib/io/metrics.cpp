@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -88,7 +89,7 @@ void MetricsWriter::write_line(const char* data, size_t size) {
   if (ok) return;
   const int err = errno;
   std::clearerr(f_);
-  if (lost_++ == 0)
+  if (!std::exchange(warned_, true))
     spdlog::warn("metrics: writing {} failed: {}; the run goes on, without the records that cannot be written", path_,
                  err ? std::strerror(err) : "a short write");
 }

@@ -49,7 +49,7 @@ class MetricsWriter {
   void write_line(const char* data, size_t size);
   std::FILE* f_ = nullptr;
   std::string path_;
-  int64_t lost_ = 0;  // records that could not be written
+  bool warned_ = false;  // a write failed and was reported
   fmt::memory_buffer line_;
 };
 

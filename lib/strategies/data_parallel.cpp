@@ -307,26 +307,22 @@ class DataParallel final : public Strategy {
     const int parts = owned_state(u, state, type);
     if (A_->on_device()) {
       // Checkpoints read and write host memory: host copies of the owned
-      // state, of the write range alone for a save.
-      const int64_t from = use == OwnedFor::kSave ? s.written_begin() : s.begin;
-      const int64_t n = (use == OwnedFor::kSave ? s.written_end() : s.end) - from;
-      std::vector<Buffer<float>>& host = use == OwnedFor::kSave ? u.save_host : u.host;
+      // state, for a save of the write range alone (then the slice, in copies of it).
+      const bool save = use == OwnedFor::kSave;
+      if (save) {
+        s = s.written_part();
+        s.detached = true;
+      }
+      const int64_t n = save ? s.end - s.begin : u.sh.shard_numel;
+      std::vector<Buffer<float>>& host = save ? u.save_host : u.host;
       if (host.empty())
         for (int g = 0; g < parts; ++g)
-          host.emplace_back(size_t(use == OwnedFor::kSave ? std::max<int64_t>(n, 1) : u.sh.shard_numel),
-                            MemCategory::kScratch, nullptr);
+          host.emplace_back(size_t(std::max<int64_t>(n, 1)), MemCategory::kScratch, nullptr);
       for (int g = 0; g < parts; ++g) {
-        const char* src = static_cast<const char*>(state[g]) + size_t(from - s.begin) * dtype_size(type[g]);
+        const char* src = static_cast<const char*>(state[g]) + size_t(s.begin - u.sh.begin) * dtype_size(type[g]);
         if (n > 0 && use != OwnedFor::kLoad)  // a load's read fills them; the padding goes up as zeros
-          A_->download(host[g].data(), src, type[g], use == OwnedFor::kSave ? n : u.sh.shard_numel);
+          A_->download(host[g].data(), src, type[g], n);
         state[g] = host[g].data();
-      }
-      if (use == OwnedFor::kSave) {  // the slice is the written range, in copies of it
-        s.begin = from;
-        s.end = from + n;
-        s.write_begin = 0;
-        s.write_end = -1;
-        s.detached = true;
       }
     }
     // Host memory (the host arena's, or the copies above) is fp32.

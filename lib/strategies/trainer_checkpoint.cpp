@@ -175,27 +175,22 @@ void Trainer::Impl::checkpoint(int steps_done) {
   // (once allocated, the same sizes every time), unless the slices are
   // copies already, which training leaves alone until the next owned call,
   // after this write's join.
+  for (UnitSlice& s : slices) s = s.written_part();
   const bool copy = std::any_of(slices.begin(), slices.end(), [](const UnitSlice& s) { return !s.detached; });
   if (copy && ckpt_snapshot.empty())
     for (const UnitSlice& s : slices)
       for (int g = 0; g < 3; ++g)
-        ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.written_end() - s.written_begin(), 1)),
-                                   MemCategory::kBuffers, &mem);
+        ckpt_snapshot.emplace_back(size_t(std::max<int64_t>(s.end - s.begin, 1)), MemCategory::kBuffers, &mem);
   int64_t snapshot_bytes = 0;  // what the write reads: the written ranges
   for (size_t u = 0; u < slices.size(); ++u) {
     UnitSlice& s = slices[u];
-    const int64_t b = s.written_begin(), e = s.written_end();
-    snapshot_bytes += 3 * (e - b) * int64_t(sizeof(float));
+    snapshot_bytes += 3 * (s.end - s.begin) * int64_t(sizeof(float));
     if (!copy) continue;
     for (int g = 0; g < 3; ++g) {
       float* dst = ckpt_snapshot[3 * u + g].data();
-      std::copy(s.state[g] + (b - s.begin), s.state[g] + (e - s.begin), dst);
+      std::copy(s.state[g], s.state[g] + (s.end - s.begin), dst);
       s.state[g] = dst;
     }
-    s.begin = b;  // the slice is the written range, in the snapshot
-    s.end = e;
-    s.write_begin = 0;
-    s.write_end = -1;
   }
   const double snapshot_s = t.seconds();
   ckpt_blocked_s += snapshot_s;
