@@ -1,8 +1,10 @@
 // Checkpoint write and read bandwidth for a model's full training state
-// (params + two AdamW moments, fp32), each rank owning a 1/N shard of every
-// unit as under zero3, against the ceiling of one process fwrite-ing the same
-// bytes to one file on the same disk (with fsync, as the checkpoint does).
-//   mpirun -np N ckpt_bandwidth [--model gpt2-124m] [--dir DIR] [--reps 2]
+// (params + two AdamW moments, fp32), against the ceiling of one process
+// fwrite-ing the same bytes to one file on the same disk (with fsync, as the
+// checkpoint does). --holding zero3: each rank owns a 1/N shard of every
+// unit; ddp: every rank holds all of it, writes a 1/N share and reads all
+// of it back (each replica its whole slice).
+//   mpirun -np N ckpt_bandwidth [--model gpt2-124m] [--holding zero3|ddp] [--dir DIR] [--reps 2]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "core/shard.hpp"
 #include "core/timer.hpp"
 #include "io/checkpoint.hpp"
+#include "io/h5.hpp"
 
 using namespace gpt;
 
@@ -25,8 +28,10 @@ int main(int argc, char** argv) {
   MpiEnv env(&argc, &argv);
   CLI::App app{"ckpt_bandwidth"};
   std::string model = "gpt2-124m", dir = "runs/bench/ckpt_bw";
+  std::string holding = "zero3";
   int reps = 2;
   app.add_option("--model", model);
+  app.add_option("--holding", holding)->check(CLI::IsMember({"zero3", "ddp"}));
   app.add_option("--dir", dir);
   app.add_option("--reps", reps);
   CLI11_PARSE(app, argc, argv);
@@ -36,10 +41,16 @@ int main(int argc, char** argv) {
   std::vector<UnitSlice> slices;
   std::mt19937 rng(r);
   for (const UnitSpec& u : layout.units()) {
-    const ShardRange sh = shard_range(u.numel, N, r);
+    const bool ddp = holding == "ddp";
+    const ShardRange sh = shard_range(u.numel, ddp ? 1 : N, ddp ? 0 : r);
     UnitSlice s;
     s.begin = sh.begin;
     s.end = sh.valid_end;
+    if (ddp) {  // as the trainer's ddp: the r-th of N pieces of the unit
+      const ShardRange part = shard_range(u.numel, N, r);
+      s.write_begin = std::min(part.begin, u.numel);
+      s.write_end = s.write_begin + part.valid();
+    }
     for (int g = 0; g < 3; ++g) {
       store.emplace_back(size_t(sh.shard_numel));
       for (auto& x : store.back()) x = float(rng() % 1000) * 1e-3f;
@@ -50,8 +61,9 @@ int main(int argc, char** argv) {
   const double bytes = 3.0 * 4 * double(layout.model_numel());
   CheckpointMeta meta;
   meta.world_size = N;
-  meta.strategy = "zero3";
+  meta.strategy = holding;
   double w = 1e30, rd = 1e30;
+  h5::CollectiveIo io;
   for (int i = 0; i < reps; ++i) {
     meta.step = i + 1;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -60,7 +72,7 @@ int main(int argc, char** argv) {
     w = std::min(w, t.seconds());
     MPI_Barrier(MPI_COMM_WORLD);
     Timer t2;
-    load_checkpoint(path, MPI_COMM_WORLD, layout, slices);
+    load_checkpoint(path, MPI_COMM_WORLD, layout, slices, CheckpointPart::kAll, &io);
     rd = std::min(rd, t2.seconds());
   }
   double ceiling = 0;
@@ -75,14 +87,15 @@ int main(int argc, char** argv) {
     std::fclose(fp);
     ceiling = t.seconds();
     std::filesystem::remove(f);
-    std::printf("# ckpt_bandwidth: %s, %d ranks, %.0f MB of state (params + 2 moments), best of %d\n", model.c_str(),
-                N, bytes / 1e6, reps);
-    std::printf("  write %.2f s (%.2f GB/s) | read+verify %.2f s (%.2f GB/s) | fwrite ceiling %.2f s (%.2f GB/s)\n", w,
-                bytes / w / 1e9, rd, bytes / rd / 1e9, ceiling, bytes / ceiling / 1e9);
-    std::printf("%s\n", nlohmann::json{{"model", model}, {"ranks", N}, {"bytes", bytes}, {"write_s", w},
-                                       {"read_s", rd}, {"fwrite_s", ceiling}}
-                            .dump()
-                            .c_str());
+    std::printf("# ckpt_bandwidth: %s, %d ranks, %s holding, %.0f MB of state (params + 2 moments), best of %d\n",
+                model.c_str(), N, holding.c_str(), bytes / 1e6, reps);
+    std::printf("  write %.2f s (%.2f GB/s) | read+verify %.2f s (%.2f GB/s; rank 0 read %.0f MB) | fwrite ceiling "
+                "%.2f s (%.2f GB/s)\n",
+                w, bytes / w / 1e9, rd, bytes / rd / 1e9, double(io.bytes) / 1e6, ceiling, bytes / ceiling / 1e9);
+    const nlohmann::json j{{"model", model},   {"ranks", N},     {"holding", holding},
+                           {"bytes", bytes},   {"write_s", w},   {"read_s", rd},
+                           {"read_bytes_rank0", io.bytes}, {"fwrite_s", ceiling}};
+    std::printf("%s\n", j.dump().c_str());
   }
   if (r == 0) std::filesystem::remove_all(dir);
   return 0;

@@ -452,7 +452,7 @@ std::string set_aside(const std::string& path) {
 
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
                                         const std::vector<UnitSlice>& slices, double vote_wait_s,
-                                        CheckpointPart part) {
+                                        CheckpointPart part, h5::CollectiveIo* io) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The agreement after each attempt runs on a communicator of its own: a
@@ -470,7 +470,7 @@ NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm co
     std::string own;
     CheckpointMeta meta;
     try {
-      meta = load_checkpoint(*it, comm, layout, slices, part);
+      meta = load_checkpoint(*it, comm, layout, slices, part, io);
     } catch (const DamagedCheckpoint& e) {
       own = e.what();
       if (own.empty()) own = "damaged";

@@ -184,10 +184,11 @@ struct NewestCheckpoint {
 // propagate at once, as from load_checkpoint. A rank whose load failed
 // waits at most vote_wait_s for the others to vote: a failure on some ranks
 // only can leave the others in a collective read it will never join, so it
-// then throws its own DamagedCheckpoint, which ends the job.
+// then throws its own DamagedCheckpoint, which ends the job. `io`, if
+// given, gets the counts of the read that loaded.
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
                                         const std::vector<UnitSlice>& slices, double vote_wait_s,
-                                        CheckpointPart part = CheckpointPart::kAll);
+                                        CheckpointPart part = CheckpointPart::kAll, h5::CollectiveIo* io = nullptr);
 
 // Why `path` is not a checkpoint when it is what is easily given instead
 // (nothing at all, or the directory of checkpoints rather than one of them,

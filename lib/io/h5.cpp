@@ -107,6 +107,7 @@ void transfer(hid_t dset, float* data, int64_t lo, int64_t hi, bool collective, 
   } else {
     check_status(H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), data), "H5Dread");
   }
+  if (io) io->bytes += int64_t(n * sizeof(float));
   if (collective && io) io->record(dxpl.get(), dset);
 }
 

@@ -83,6 +83,7 @@ struct CollectiveIo {
   int64_t independent = 0;  // asked to be collective, ran as independent I/O
   uint32_t causes = 0;      // why, H5D_MPIO_* bits over every rank's (the global cause)
   std::string first;        // the first dataset that ran independently
+  int64_t bytes = 0;        // this rank's bytes moved to or from the file, collective or not
   // Reads how the transfer just made with `dxpl` (its transfer property
   // list) on dataset `dset` ran, and counts it.
   void record(hid_t dxpl, hid_t dset);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/build_info.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/plural.hpp"
@@ -53,6 +54,7 @@ void Trainer::Impl::warn_if_data_stream_changed(const CheckpointMeta& meta) cons
 
 int Trainer::Impl::restore() {
   std::optional<CheckpointMeta> meta;
+  h5::CollectiveIo io;
   Timer t;
   // HDF5's collective reads block until every rank arrives; each tensor is
   // progress. The guard also covers after_load's gathers.
@@ -64,7 +66,7 @@ int Trainer::Impl::restore() {
     // A rank whose read failed alone ends the job well before the StallGuard would.
     const double vote_wait_s = cfg.comm_timeout_s > 0 ? std::min(60.0, cfg.comm_timeout_s / 2) : 60.0;
     NewestCheckpoint newest =
-        load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kLoad), vote_wait_s, part);
+        load_newest_checkpoint(cfg.ckpt_dir, base, layout, owned_slices(OwnedFor::kLoad), vote_wait_s, part, &io);
     for (const NewestCheckpoint::Damaged& d : newest.damaged)
       warn0("resume auto: passing over {}, which cannot be read: {}; {}", d.path, d.error,
             d.moved_to.empty() ? "renaming it aside failed" : fmt::format("renamed it {}", d.moved_to));
@@ -72,7 +74,7 @@ int Trainer::Impl::restore() {
     if (!resume_path.empty()) meta = std::move(newest.meta);
   } else if (!resume_path.empty()) {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
-    meta = load_checkpoint(resume_path, base, layout, owned_slices(OwnedFor::kLoad), part);
+    meta = load_checkpoint(resume_path, base, layout, owned_slices(OwnedFor::kLoad), part, &io);
   }
   if (!meta) {
     guard.reset();
@@ -96,9 +98,9 @@ int Trainer::Impl::restore() {
   }
   optimizer_updates = meta->optimizer_updates;
   skipped_in_a_row = int(meta->skipped_in_a_row);
-  log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s", resume_path, meta->step, meta->strategy,
-       count_of(meta->world_size, "rank"), meta->mesh, meta->build.empty() ? "" : ", by a build of " + meta->build,
-       t.seconds());
+  log0("resumed from {} (step {}, written by {} on {}, mesh {}{}) in {:.2f} s, rank 0 reading {}", resume_path,
+       meta->step, meta->strategy, count_of(meta->world_size, "rank"), meta->mesh,
+       meta->build.empty() ? "" : ", by a build of " + meta->build, t.seconds(), format_bytes(double(io.bytes)));
   return int(meta->step);
 }
 
