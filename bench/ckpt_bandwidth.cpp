@@ -89,12 +89,12 @@ int main(int argc, char** argv) {
     std::filesystem::remove(f);
     std::printf("# ckpt_bandwidth: %s, %d ranks, %s holding, %.0f MB of state (params + 2 moments), best of %d\n",
                 model.c_str(), N, holding.c_str(), bytes / 1e6, reps);
-    std::printf("  write %.2f s (%.2f GB/s) | read+verify %.2f s (%.2f GB/s; rank 0 read %.0f MB) | fwrite ceiling "
-                "%.2f s (%.2f GB/s)\n",
-                w, bytes / w / 1e9, rd, bytes / rd / 1e9, double(io.bytes) / 1e6, ceiling, bytes / ceiling / 1e9);
-    const nlohmann::json j{{"model", model},   {"ranks", N},     {"holding", holding},
-                           {"bytes", bytes},   {"write_s", w},   {"read_s", rd},
-                           {"read_bytes_rank0", io.bytes}, {"fwrite_s", ceiling}};
+    std::printf(
+        "  write %.2f s (%.2f GB/s) | read+verify %.2f s (%.2f GB/s; rank 0 read %.0f MB) | fwrite ceiling "
+        "%.2f s (%.2f GB/s)\n",
+        w, bytes / w / 1e9, rd, bytes / rd / 1e9, double(io.bytes) / 1e6, ceiling, bytes / ceiling / 1e9);
+    const nlohmann::json j{{"model", model}, {"ranks", N},   {"holding", holding},           {"bytes", bytes},
+                           {"write_s", w},   {"read_s", rd}, {"read_bytes_rank0", io.bytes}, {"fwrite_s", ceiling}};
     std::printf("%s\n", j.dump().c_str());
   }
   if (r == 0) std::filesystem::remove_all(dir);

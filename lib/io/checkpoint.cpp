@@ -451,8 +451,8 @@ std::string set_aside(const std::string& path) {
 }  // namespace
 
 NewestCheckpoint load_newest_checkpoint(const std::string& ckpt_dir, MPI_Comm comm, const ParamLayout& layout,
-                                        const std::vector<UnitSlice>& slices, double vote_wait_s,
-                                        CheckpointPart part, h5::CollectiveIo* io) {
+                                        const std::vector<UnitSlice>& slices, double vote_wait_s, CheckpointPart part,
+                                        h5::CollectiveIo* io) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The agreement after each attempt runs on a communicator of its own: a
