@@ -122,6 +122,8 @@ first_step "$work/resume/runs/ddp/metrics.jsonl"
 kill -USR1 "$(pgrep -P "$pid" mpirun)"
 rc=0; wait "$pid" || rc=$?
 [[ $rc == 75 ]] || { cat "$work/resume.log"; echo "FAIL: resume: the sweep exited $rc, expected 75"; exit 1; }
+grep -q "continue with the same command and --skip-done, which resumes it from its checkpoint$" "$work/resume.log" ||
+  { cat "$work/resume.log"; echo "FAIL: the stop does not say how to resume"; exit 1; }
 "$root/scripts/sweep" run --strategies ddp,zero3 "${steps[@]}" --out "$work/resume" --skip-done > "$work/resumed.log" ||
   { cat "$work/resumed.log"; echo "FAIL: the resumed sweep failed"; exit 1; }
 grep -Eq "^\[sweep\] ddp: resuming from step_[0-9]{8} \(--ckpt-every, --skip-done\)$" "$work/resumed.log" ||
@@ -145,5 +147,11 @@ assert steps == list(range(1, 1001)), (steps[:3], steps[-3:], len(steps))
 a, b = summary(f"{w}/whole/runs/ddp"), summary(d)
 assert a["final_loss"] == b["final_loss"] and a["steps_done"] == b["steps_done"] == 1000, (a, b)
 assert sorted(os.listdir(f"{d}/ckpt")) == ["step_00001000"], os.listdir(f"{d}/ckpt")  # --keep-last 1
+# sweep.json keeps the first command and lists the continuation, as the report does.
+meta = json.load(open(f"{w}/resume/sweep.json"))
+assert "--skip-done" not in meta["command"] and len(meta["continued"]) == 1, meta
+assert "--skip-done" in meta["continued"][0]["command"], meta
+md = open(f"{w}/resume/report.md").read()
+assert "- command: `" + meta["command"] + "`" in md and "- continued: `" + meta["continued"][0]["command"] + "`" in md, md
 print(f"ok: ddp stopped at step {k}, resumed from its checkpoint, final loss {b['final_loss']} as uninterrupted")
 PY
