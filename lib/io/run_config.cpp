@@ -210,6 +210,13 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.mesh = v; }},
       {"threads", "CPU threads per rank (0: OMP_NUM_THREADS, else this rank's share of the node's cores)", "INT",
        [](C& c, P&, S v) { c.threads = parse_int("threads", v, 0); }},
+      {"cpu-gemm",
+       "cpu: the library of the fp32 matrix products: auto (openblas on a rank of one thread, else eigen) | eigen "
+       "(threaded by OpenMP) | openblas (its own threads, as many as --threads; they compete with OpenMP's)",
+       "CHOICE",
+       [](C& c, P&, S v) {
+         c.cpu_gemm = one_of("cpu-gemm", v, {"auto", "eigen", "openblas"});
+       }},
       {"data", "training shards: comma-separated globs of llm.c .bin files", "GLOBS",
        [](C& c, P&, S v) { c.data = v; }},
       {"val-data", "validation shards (globs)", "GLOBS", [](C& c, P&, S v) { c.val_data = v; }},
@@ -223,8 +230,8 @@ std::vector<Key> keys() {
        [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
       {"micro-batch", "sequences per forward/backward on one rank", "INT",
        [](C& c, P&, S v) { c.micro_batch = parse_int("micro-batch", v, 1); }},
-      {"steps", "optimizer steps (0: evaluate and sample the model only, as initialised, imported or resumed)",
-       "INT", [](C& c, P&, S v) { c.steps = parse_int("steps", v, 0); }},
+      {"steps", "optimizer steps (0: evaluate and sample the model only, as initialised, imported or resumed)", "INT",
+       [](C& c, P&, S v) { c.steps = parse_int("steps", v, 0); }},
       {"lr", "peak learning rate", "FLOAT", [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
       {"min-lr", "learning rate at the end of the decay", "FLOAT",
        [](C& c, P&, S v) { c.min_lr = parse_float("min-lr", v, 0, 10); }},
@@ -548,6 +555,7 @@ nlohmann::json RunConfig::to_json() const {
       {"time_limit_s", time_limit_s},
       {"mesh", mesh},
       {"threads", threads},
+      {"cpu_gemm", cpu_gemm},
       {"data", data},
       {"val_data", val_data},
       {"tokenizer", tokenizer},

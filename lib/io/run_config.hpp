@@ -40,6 +40,9 @@ struct RunConfig {
   Precision precision = Precision::kFp32;  // default: bf16 on cuda, fp32 on cpu
   std::string reduce_dtype = "fp32";       // gradient reduction: fp32 | bf16 (cuda)
   int threads = 0;  // 0 = OpenMP default
+  // The CPU's fp32 products: auto (OpenBLAS on a rank of one thread, else
+  // Eigen) | eigen | openblas (model/cpu/gemm.hpp).
+  std::string cpu_gemm = "auto";
   // data
   std::string data, val_data;
   std::string tokenizer = "byte", vocab, merges;  // for decoding samples

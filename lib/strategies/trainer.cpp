@@ -23,6 +23,7 @@
 #include "core/watchdog.hpp"
 #include "io/trace_writer.hpp"
 #include "model/attention_ds.hpp"
+#include "model/cpu/gemm.hpp"
 #include "model/cpu/gemm_peak.hpp"
 #include "model/flops.hpp"
 #include "strategies/launch_choices.hpp"
@@ -398,7 +399,9 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
                            cfg.data.empty() ? "" : fmt::format("; --data {} is not read", cfg.data), cfg.micro_batch,
                            world);
   log0("data: {}; {}; GEMM peak {:.1f} GFLOP/s{}", batch, count_of(num_threads(), "thread"), gemm_peak / 1e9,
-       cfg.peak_tflops > 0 ? " (--peak-tflops)" : "");
+       cfg.peak_tflops > 0 ? " (--peak-tflops)"
+       : backend           ? ""
+                           : fmt::format(" ({})", cpu::cpu_gemm_name()));
   if (cfg.steps == 0)
     log0("learning rate: none (--steps 0: evaluation only)");
   else
@@ -735,6 +738,14 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
       set_num_threads(share.threads);
       threads_note = describe(share) + "; --threads or OMP_NUM_THREADS to choose";
     }
+  }
+  // After the threads: OpenBLAS's pool is sized by them (model/cpu/gemm.hpp).
+  try {
+    cpu::set_cpu_gemm(cfg.cpu_gemm == "openblas" ? cpu::CpuGemm::kOpenBlas
+                      : cfg.cpu_gemm == "eigen"  ? cpu::CpuGemm::kEigen
+                                                 : cpu::CpuGemm::kAuto);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(fmt::format("invalid {}", e.what()));
   }
   impl_ = std::make_unique<Impl>(cfg, base, std::move(backend));
   impl_->threads_note = std::move(threads_note);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "model/cpu/eigen_maps.hpp"
+#include "model/cpu/gemm.hpp"
 #include "model/cpu/matmul.hpp"
 
 namespace gpt::cpu {
@@ -17,7 +18,11 @@ void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierSha
     const int64_t rows = std::min(a.chunk_rows, s.N - r0);
     CMapR<T> x(a.inp + r0 * s.C, rows, s.C);
     MapR<T> logits(a.logits, rows, s.Vp);
-    logits.noalias() = x * W.transpose();
+    const bool blas = fp32_openblas<T>();
+    if (blas)
+      openblas_gemm(false, true, rows, s.Vp, s.C, a.inp + r0 * s.C, s.C, a.wte, s.C, 0.f, a.logits, s.Vp);
+    else
+      logits.noalias() = x * W.transpose();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < rows; ++i) {
       T* l = logits.row(i).data();
@@ -33,6 +38,11 @@ void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierSha
       }
     }
     if (grad) {
+      if (blas) {
+        openblas_gemm(false, false, rows, s.C, s.Vp, a.logits, s.Vp, a.wte, s.C, 0.f, a.dinp + r0 * s.C, s.C);
+        openblas_gemm(true, false, s.Vp, s.C, rows, a.logits, s.Vp, a.inp + r0 * s.C, s.C, 1.f, a.dwte, s.C);
+        continue;
+      }
       MapR<T> dx(a.dinp + r0 * s.C, rows, s.C);
       MapR<T> dW(a.dwte, s.Vp, s.C);
       dx.noalias() = logits * W;

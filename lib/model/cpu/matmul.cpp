@@ -1,8 +1,10 @@
 #include "model/cpu/matmul.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "model/cpu/eigen_maps.hpp"
+#include "model/cpu/gemm.hpp"
 
 namespace gpt::cpu {
 
@@ -25,6 +27,8 @@ void linear_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, 
   CMapR<T> x(inp, N, C), W(w, OC, C);
   if (N == 1) {
     matvec_rows(out, w, inp, OC, C);
+  } else if (fp32_openblas<T>()) {
+    openblas_gemm(false, true, N, OC, C, inp, C, w, C, 0.f, out, OC);
   } else {
     y.noalias() = x * W.transpose();  // Eigen's GEMM, threaded by OpenMP
   }
@@ -39,12 +43,17 @@ template <typename T>
 void linear_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int64_t N,
                      int64_t C, int64_t OC) {
   CMapR<T> dy(dout, N, OC), x(inp, N, C), W(w, OC, C);
-  if (dinp) {
-    MapR<T> dx(dinp, N, C);
-    dx.noalias() = dy * W;
+  if (fp32_openblas<T>()) {
+    if (dinp) openblas_gemm(false, false, N, C, OC, dout, OC, w, C, 0.f, dinp, C);
+    openblas_gemm(true, false, OC, C, N, dout, OC, inp, C, 1.f, dw, C);
+  } else {
+    if (dinp) {
+      MapR<T> dx(dinp, N, C);
+      dx.noalias() = dy * W;
+    }
+    MapR<T> dW(dw, OC, C);
+    dW.noalias() += dy.transpose() * x;
   }
-  MapR<T> dW(dw, OC, C);
-  dW.noalias() += dy.transpose() * x;
   if (dbias) {
     // Column sums split by column blocks: deterministic for any thread count.
     constexpr int64_t kBlock = 64;
