@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
-from torch_gpt import GPT  # noqa: E402
+from torch_gpt import GPT, init_and_adamw  # noqa: E402
 
 
 def worker(rank, args, init_file):
@@ -33,15 +33,8 @@ def worker(rank, args, init_file):
     c = dict(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_ctx=args.seq_len,
              vocab_size=args.vocab_size)
     model = GPT(c)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.02)
-    ddp = DDP(model)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    opt = init_and_adamw(model, lr=1e-3)
+    ddp = DDP(model)  # broadcasts rank 0's parameters (the same here: the same seed)
     micro = args.global_batch // (args.ranks * args.micro_batch)
     assert micro * args.ranks * args.micro_batch == args.global_batch, "global batch not divisible"
     B, T, V = args.micro_batch, args.seq_len, args.vocab_size

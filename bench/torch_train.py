@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
-from torch_gpt import GPT  # noqa: E402
+from torch_gpt import GPT, init_and_adamw  # noqa: E402
 
 CONFIGS = {
     "a": dict(n_layer=4, n_head=4, n_embd=256, n_ctx=256, vocab_size=256, B=8, T=256),
@@ -36,14 +36,7 @@ def main():
     for name in args.configs.split(","):
         c = CONFIGS[name]
         model = GPT(c)
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                if p.dim() >= 2:
-                    p.normal_(0.0, 0.02)
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        other = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                                lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
+        opt = init_and_adamw(model, lr=1e-4)
         B, T, V = c["B"], c["T"], c["vocab_size"]
         x = torch.randint(0, V, (B, T))
         y = torch.randint(0, V, (B, T))

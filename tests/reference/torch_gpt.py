@@ -51,3 +51,17 @@ class GPT(nn.Module):
         for b in self.transformer.h:
             x = b(x)
         return self.transformer.ln_f(x) @ self.transformer.wte.weight.t()  # tied head
+
+
+def init_and_adamw(model, lr):
+    """The benchmarks' set-up: weights of two or more dimensions drawn from
+    N(0, 0.02) (biases and LayerNorms keep PyTorch's), and AdamW as the
+    trainer runs it: weight decay 0.1 on those weights only, betas (0.9, 0.95)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
