@@ -108,8 +108,7 @@ TEST(CheckpointIo, EveryTensorIsWrittenAndReadCollectively) {
       EXPECT_EQ(read.independent, 0) << read.why() << " (first: " << read.first << ")";
       EXPECT_EQ(read.collective, 3 * tensors);
       EXPECT_EQ(back.store, want.store);
-      // Each rank reads the whole of its slices (replicas included: the collective read's two-phase I/O reads
-      // each byte from the file once), and the count says so.
+      // Each rank reads the whole of its slices, replicas included, and the count says so.
       int64_t held = 0;
       for (const UnitSlice& s : back.slices) held += s.end - s.begin;
       EXPECT_EQ(read.bytes, 3 * 4 * held);

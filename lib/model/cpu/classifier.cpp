@@ -14,11 +14,11 @@ template <typename T>
 void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierShape& s) {
   const bool grad = a.dinp != nullptr;
   CMapR<T> W(a.wte, s.Vp, s.C);
+  const bool blas = fp32_openblas<T>();
   for (int64_t r0 = 0; r0 < s.N; r0 += a.chunk_rows) {
     const int64_t rows = std::min(a.chunk_rows, s.N - r0);
     CMapR<T> x(a.inp + r0 * s.C, rows, s.C);
     MapR<T> logits(a.logits, rows, s.Vp);
-    const bool blas = fp32_openblas<T>();
     if (blas)
       openblas_gemm(false, true, rows, s.Vp, s.C, a.inp + r0 * s.C, s.C, a.wte, s.C, 0.f, a.logits, s.Vp);
     else
@@ -37,12 +37,10 @@ void classifier_forward_backward(const ClassifierArgs<T>& a, const ClassifierSha
         for (int64_t j = s.V; j < s.Vp; ++j) l[j] = 0;
       }
     }
-    if (grad) {
-      if (blas) {
-        openblas_gemm(false, false, rows, s.C, s.Vp, a.logits, s.Vp, a.wte, s.C, 0.f, a.dinp + r0 * s.C, s.C);
-        openblas_gemm(true, false, s.Vp, s.C, rows, a.logits, s.Vp, a.inp + r0 * s.C, s.C, 1.f, a.dwte, s.C);
-        continue;
-      }
+    if (grad && blas) {
+      openblas_gemm(false, false, rows, s.C, s.Vp, a.logits, s.Vp, a.wte, s.C, 0.f, a.dinp + r0 * s.C, s.C);
+      openblas_gemm(true, false, s.Vp, s.C, rows, a.logits, s.Vp, a.inp + r0 * s.C, s.C, 1.f, a.dwte, s.C);
+    } else if (grad) {
       MapR<T> dx(a.dinp + r0 * s.C, rows, s.C);
       MapR<T> dW(a.dwte, s.Vp, s.C);
       dx.noalias() = logits * W;

@@ -2,8 +2,8 @@
 // layers' (forward and both backward products) and the LM head's, and the
 // GEMM peak that MFU divides by. Eigen's GEMM is threaded by the ranks'
 // OpenMP threads; OpenBLAS's sgemm, single-threaded, ran 1.23x Eigen's
-// (102 against 83 GFLOP/s at 1024^3) and a 2-rank, 1-thread ddp step 1.32x
-// faster on an AVX-512 machine, while with two threads its own thread pool
+// (102 against 83 GFLOP/s at 1024^3) and a 2-rank, 1-thread ddp step
+// 1.19-1.43x faster on an AVX-512 machine, while with two threads its own thread pool
 // fights OpenMP's for the cores (README, Performance). So by default a rank
 // of one thread uses OpenBLAS and a rank of several uses Eigen. The small
 // products inside OpenMP regions (attention's, per (batch, head)) and the
