@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
         : recompute != "none" ? ", recompute " + recompute
                               : std::string();
     std::printf("model %s: %.1fM parameters, L=%d H=%d C=%d V=%d, T=%d, micro-batch %d x accum %d, %s%s\n",
-                model.c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head, w.model.n_embd,
-                w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
+                model_name(model, w.model).c_str(), layout.model_numel() / 1e6, w.model.n_layer, w.model.n_head,
+                w.model.n_embd, w.model.vocab_size, w.T(), w.micro_batch, w.accum, precision.c_str(),
                 memory_note.c_str());
     std::printf("cluster: %s, %d per node (%s), %s per rank, %.4g TFLOP/s x %.0f%% MFU, "
                 "%.3g GB/s inside a node, %d x %.3g GB/s across; latency %.3g us per collective + %.3g us per "

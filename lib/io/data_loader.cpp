@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/stall_guard.hpp"
 
 namespace gpt {
 namespace {
@@ -59,13 +60,17 @@ DataLoader::DataLoader(LoaderOptions opt) : opt_(std::move(opt)) {
   first_window_.push_back(0);
   for (const std::string& f : opt_.files) {
     TokenShard s(f);
-    if (opt_.vocab_size > 0) s.check_vocab(opt_.vocab_size);
     const int64_t w = s.size() > opt_.seq_len ? (s.size() - 1) / opt_.seq_len : 0;
     total_tokens_ += s.size();
     first_window_.push_back(first_window_.back() + w);
     shards_.push_back(std::move(s));
   }
   total_windows_ = first_window_.back();
+  if (total_windows_ > int64_t(UINT32_MAX))
+    throw DataError(
+        fmt::format("{}{}: {} sequences of {}+1 tokens, more than the loader's 2^32; a longer seq-len "
+                    "makes fewer",
+                    opt_.files.front(), opt_.files.size() > 1 ? " (and others)" : "", total_windows_, opt_.seq_len));
   if (total_windows_ < opt_.global_batch) {
     throw DataError(fmt::format("{}{}: {} tokens give {} sequences of {}+1 tokens, fewer than one global batch "
                                 "({})",
@@ -75,11 +80,34 @@ DataLoader::DataLoader(LoaderOptions opt) : opt_(std::move(opt)) {
   build_order();
 }
 
+TokenShard::Scan DataLoader::scan_tokens(int vocab_size, int part, int parts) const {
+  GPT_CHECK(parts >= 1 && part >= 0 && part < parts, "part {} of {}", part, parts);
+  // Part p: tokens [p * N / parts, (p + 1) * N / parts) of the concatenation.
+  const auto cut = [&](int p) { return int64_t((__int128(total_tokens_) * p) / parts); };
+  const int64_t begin = cut(part), end = cut(part + 1);
+  TokenShard::Scan r;
+  int64_t shard_start = 0;  // the shard's first token in the concatenation
+  for (const TokenShard& s : shards_) {
+    const int64_t lo = std::max(begin, shard_start) - shard_start;
+    const int64_t hi = std::min(end, shard_start + s.size()) - shard_start;
+    shard_start += s.size();
+    if (lo >= hi) continue;
+    TokenShard::Scan here = s.scan(vocab_size, lo, hi);
+    r.max_id = std::max(r.max_id, here.max_id);
+    if (!here.error.empty()) {
+      r.error = std::move(here.error);
+      break;
+    }
+    note_progress("the token check of " + s.path());
+  }
+  return r;
+}
+
 void DataLoader::build_order() {
   order_.clear();
   if (!opt_.shuffle) return;
   order_.resize(static_cast<size_t>(total_windows_));
-  for (int64_t i = 0; i < total_windows_; ++i) order_[i] = i;
+  for (int64_t i = 0; i < total_windows_; ++i) order_[i] = uint32_t(i);
   // Fisher-Yates with our own generator: std::shuffle's use of the engine is
   // implementation-defined, this is the same everywhere.
   uint64_t s = opt_.seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(pos_.epoch) + 1;
@@ -115,11 +143,18 @@ void DataLoader::read_windows(int64_t first, int count, int32_t* tokens, int32_t
     const int64_t w = window_at(first + i);
     const auto it = std::upper_bound(first_window_.begin(), first_window_.end(), w) - 1;
     const size_t shard = static_cast<size_t>(it - first_window_.begin());
-    const uint16_t* src = shards_[shard].tokens().data() + (w - *it) * T;
+    const int64_t at = (w - *it) * T;
+    const uint16_t* src = shards_[shard].tokens().data() + at;
+    uint16_t mx = 0;
     for (int t = 0; t < T; ++t) {
       tokens[i * T + t] = src[t];
       targets[i * T + t] = src[t + 1];
+      mx = std::max(mx, src[t + 1]);
     }
+    if (opt_.vocab_size > 0 && std::max(mx, src[0]) >= opt_.vocab_size)
+      throw DataError(shards_[shard].scan(opt_.vocab_size, at, at + T + 1).error +
+                      " in a batch, after the start-up check passed: the data changed since, or this rank's copy "
+                      "differs from those that other ranks checked");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -71,13 +72,19 @@ TokenShard::TokenShard(TokenShard&& o) noexcept
       tokens_(std::exchange(o.tokens_, nullptr)),
       ntok_(std::exchange(o.ntok_, 0)) {}
 
-void TokenShard::check_vocab(int vocab_size) const {
-  for (int64_t i = 0; i < ntok_; ++i) {
+TokenShard::Scan TokenShard::scan(int vocab_size, int64_t begin, int64_t end) const {
+  Scan r;
+  begin = std::max<int64_t>(begin, 0);
+  end = std::min(end, ntok_);
+  for (int64_t i = begin; i < end; ++i) r.max_id = std::max(r.max_id, int(tokens_[i]));
+  if (r.max_id < vocab_size) return r;
+  for (int64_t i = begin; i < end; ++i)  // where the first one is: errors only
     if (tokens_[i] >= vocab_size) {
-      throw DataError(fmt::format("{}: token id {} at position {} is outside the model's vocabulary (vocab_size {})",
-                                  path_, tokens_[i], i, vocab_size));
+      r.error = fmt::format("{}: token id {} at position {} is outside the model's vocabulary (vocab_size {})", path_,
+                            tokens_[i], i, vocab_size);
+      break;
     }
-  }
+  return r;
 }
 
 ShardWriter::ShardWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {

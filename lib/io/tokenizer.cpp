@@ -13,7 +13,8 @@ void ByteTokenizer::encode(std::string_view text, std::vector<int>& out) const {
 std::string ByteTokenizer::decode(std::span<const int> ids) const {
   std::string s;
   s.reserve(ids.size());
-  for (int id : ids) s.push_back(static_cast<char>(id & 0xff));
+  for (int id : ids)
+    if (id >= 0 && id < 256) s.push_back(static_cast<char>(id));
   return s;
 }
 

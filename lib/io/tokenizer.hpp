@@ -1,6 +1,7 @@
 // Tokenizers: "byte" (one token per byte, vocab 256) and "gpt2" (GPT-2's
 // byte-level BPE, see bpe.hpp). Both are exact inverses on valid input:
-// decode(encode(s)) == s.
+// decode(encode(s)) == s. decode skips ids outside [0, vocab_size()): a
+// model's vocabulary may be larger (padded), and its samples may hold them.
 #pragma once
 
 #include <cstdint>

@@ -32,4 +32,8 @@ std::vector<std::string> preset_names() {
   return {"tiny", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b"};
 }
 
+std::string model_name(const std::string& name, const GPTConfig& c) {
+  return c == preset(name) ? name : name + " (resized)";
+}
+
 }  // namespace gpt

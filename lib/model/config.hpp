@@ -29,5 +29,9 @@ struct GPTConfig {
 // "gpt2-774m", "gpt2-1.5b". Throws ConfigError for an unknown name.
 GPTConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
+// How logs name a model made from preset `name`: the name when c is that
+// preset's shape, else "tiny (resized)" (their lines give the shape), so
+// a config that starts from a preset and overrides it is not shown as it.
+std::string model_name(const std::string& name, const GPTConfig& c);
 
 }  // namespace gpt

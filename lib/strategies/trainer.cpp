@@ -117,6 +117,7 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
   if (tokenizer->eot() >= cfg.gpt.vocab_size)  // samples would start from a token the model does not have
     throw ConfigError(fmt::format("invalid tokenizer = '{}': its {} tokens do not fit the model's vocab-size {}",
                                   cfg.tokenizer, tokenizer->vocab_size(), cfg.gpt.vocab_size));
+  check_tokens();
   if (!cfg.hellaswag.empty()) load_hellaswag();
   if (cfg.sample_tokens > 0) {
     sample_context = {tokenizer->eot() >= 0 ? tokenizer->eot() : int32_t('\n')};
@@ -154,6 +155,35 @@ Trainer::Impl::Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceB
     gemm_peak = cpu::measure_gemm_peak();
   }
   MPI_Allreduce(MPI_IN_PLACE, &gemm_peak, 1, MPI_DOUBLE, MPI_SUM, base);
+}
+
+// Every token of the data is checked against the model's vocabulary before
+// any rank reads a batch (an id past the embedding would read outside it).
+// Each rank checks its own part of the data, and every rank ends with the
+// first bad token's error: the job reads its data once at start-up, not
+// once per rank (a rank's check costs the page faults of what it touches,
+// about 2 GB/s here). The same scan gives the data's largest id, which
+// tells a tokenizer that cannot decode them (GPT-2's ids read as bytes).
+void Trainer::Impl::check_tokens() const {
+  int max_id = -1;
+  for (const std::optional<DataLoader>* l : {&loader, &val_loader}) {
+    if (!*l) continue;
+    const TokenShard::Scan part = (*l)->scan_tokens(cfg.gpt.vocab_size, rank, world);
+    const FirstNote bad = first_note(part.error, base);
+    if (!bad.text.empty()) throw DataError(bad.text);
+    max_id = std::max(max_id, part.max_id);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &max_id, 1, MPI_INT, MPI_MAX, base);
+  const bool decodes = cfg.sample_tokens > 0, encodes = !cfg.hellaswag.empty();
+  if (max_id >= tokenizer->vocab_size() && (decodes || encodes))
+    warn0(
+        "the data's token ids go up to {}, past the {} tokens of tokenizer {}: {} with the wrong tokenizer; give "
+        "the one the data were made with (--tokenizer gpt2 --vocab encoder.json --merges vocab.bpe){}",
+        max_id, tokenizer->vocab_size(), cfg.tokenizer,
+        decodes && encodes ? "samples would be decoded, and HellaSwag's examples encoded,"
+        : decodes          ? "samples would be decoded"
+                           : "HellaSwag's examples would be encoded",
+        decodes ? ", or --sample-tokens 0" : "");
 }
 
 std::string Trainer::Impl::resolve_attention() {
@@ -366,9 +396,9 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   if (!comm_note.empty()) header["comm_auto"] = comm_note;
   if (!attention_note.empty()) header["attention_auto"] = attention_note;
   metrics.write(header);
-  log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}", cfg.model,
-       layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd, cfg.gpt.vocab_size,
-       cfg.gpt.padded_vocab(), cfg.seq_len);
+  log0("model {}: {:.2f}M parameters, {} layers, {} heads, width {}, vocab {} (padded {}), T={}",
+       model_name(cfg.model, cfg.gpt), layout.model_numel() / 1e6, cfg.gpt.n_layer, cfg.gpt.n_head, cfg.gpt.n_embd,
+       cfg.gpt.vocab_size, cfg.gpt.padded_vocab(), cfg.seq_len);
   if (!comm_note.empty()) log0("{}", comm_note);
   log0("strategy {} on {}, mesh {}, comm {}; model state {:.1f} MiB per rank{}", cfg.strategy, count_of(world, "rank"),
        to_string(mesh.shape()), cfg.comm, (m0[0] + m0[1] + m0[2]) / 1048576.0,

@@ -137,6 +137,7 @@ struct Trainer::Impl {
   struct UnsetMarks {
     ~UnsetMarks() { trace::set_device_marks(nullptr); }
   } unset_marks;
+  void check_tokens() const;
   static int rank_of(MPI_Comm c);
   static int size_of(MPI_Comm c);
   Impl(const RunConfig& config, MPI_Comm b, std::unique_ptr<DeviceBackend> given);

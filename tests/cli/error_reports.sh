@@ -7,7 +7,11 @@
 #   2. rank 1 alone has a bad shard while rank 0 trains: one line naming
 #      rank 1 and its host (rank 1 prints it itself: rank 0 has no error);
 #   3. ranks 0-1 one error, rank 2 another: two lines, in rank order, each
-#      naming its ranks.
+#      naming its ranks;
+#   4. rank 1's copy of the data has ids past the vocabulary in the part of
+#      it that rank 0 checks at start-up, in rank 0's good copy: rank 1
+#      meets one in its first batch, and its error says why the check
+#      passed.
 # Every case exits 1 within 60 s and shows no crash.
 #   error_reports.sh BUILD_DIR WORK_DIR
 set -uo pipefail
@@ -46,3 +50,15 @@ expect_lines one "$magic \(rank 1 on $host\)"
 launch two -np 2 "$t" "${good[@]}" --global-batch 6 --data "$work/short.bin" : \
   -np 1 "$t" "${good[@]}" --global-batch 6 --data "$work/magic.bin"
 expect_lines two "$short \(ranks 0-1 on $host\)" "$magic \(rank 2 on $host\)"
+# 4. Every 10th token of the first half of rank 1's copy is 300 (rank 0 checks that half, in its own copy).
+python3 - "$work/data/d_train_000000.bin" "$work/damaged.bin" <<'PY' || fail "writing damaged.bin"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = (len(b) - 1024) // 2
+for i in range(0, n // 2, 10):
+    b[1024 + 2 * i: 1026 + 2 * i] = (300).to_bytes(2, "little")
+open(sys.argv[2], "wb").write(b)
+PY
+six=(--config "$work/tiny.toml" --steps 6 --micro-batch 2 --global-batch 4)
+launch copy -np 1 "$t" "${six[@]}" : -np 1 "$t" "${six[@]}" --data "$work/damaged.bin"
+expect_lines copy "$work/damaged.bin: token id 300 at position [0-9]+ is outside the model's vocabulary \(vocab_size 256\) in a batch, after the start-up check passed: the data changed since, or this rank's copy differs from those that other ranks checked \(rank 1 on $host\)"

@@ -11,6 +11,11 @@ truncate -s -1000 "$out/truncated.bin"
 cp "$out/good_train_000000.bin" "$out/badmagic.bin"
 printf '\x39\x30\x00\x00' | dd of="$out/badmagic.bin" bs=1 conv=notrunc status=none
 printf 'steps = 2\nlearning_rate = 0.1\n' > "$out/unknown_key.toml"
+# One token past the tiny model's vocabulary of 256 (id 300), 5 tokens before
+# the end: on 3 ranks only the last one's part of the check meets it.
+cp "$out/good_train_000000.bin" "$out/late_bad_token.bin"
+printf '\x2c\x01' | dd of="$out/late_bad_token.bin" bs=1 seek=$(($(stat -c %s "$out/late_bad_token.bin") - 10)) \
+  conv=notrunc status=none
 # JSON-lines inputs of prepare_data: line 3 is not JSON; line 2 has no "text".
 printf '{"text": "one"}\n\n{"text": "two\n' > "$out/bad.jsonl"
 printf '{"text": "one"}\n{"body": "two"}\n' > "$out/nokey.jsonl"

@@ -88,8 +88,74 @@ TEST_F(DataTest, TokensOutsideTheVocabularyAreRefused) {
   toks[42] = 256;
   auto p = write("v.bin", toks);
   TokenShard s(p);
-  expect_data_error([&] { s.check_vocab(256); }, "token id 256 at position 42");
-  EXPECT_NO_THROW(s.check_vocab(257));
+  EXPECT_EQ(s.scan(256).error, p + ": token id 256 at position 42 is outside the model's vocabulary (vocab_size 256)");
+  EXPECT_EQ(s.scan(256).max_id, 256);
+  EXPECT_EQ(s.scan(300).error, "");
+  EXPECT_EQ(s.scan(256, 43).error, "");  // a range: positions [43, 50)
+  EXPECT_EQ(s.scan(256, 0, 42).error, "");
+  EXPECT_EQ(s.scan(256, 0, 42).max_id, 41);
+  EXPECT_NE(s.scan(256, 42, 43).error, "");
+  EXPECT_EQ(s.scan(256, 50).max_id, -1);  // empty
+}
+
+// The ranks' parts of the vocabulary check cover every token once: a single
+// bad token, wherever it is (shard edges, the ends, in between), is reported
+// by exactly one part, naming its shard and its position there, for any
+// number of parts.
+TEST_F(DataTest, VocabularyCheckPartsCoverEveryTokenOnce) {
+  const std::vector<int64_t> sizes{20000, 17001};
+  std::vector<std::vector<uint16_t>> shards;
+  for (int64_t n : sizes) shards.push_back(iota_tokens(size_t(n), 256));
+  for (const int64_t at : {int64_t(0), int64_t(16383), int64_t(16384), int64_t(19999), int64_t(20000),
+                           int64_t(20000 + 16384), int64_t(37000)}) {
+    const size_t f = at < sizes[0] ? 0 : 1;
+    const int64_t pos = f == 0 ? at : at - sizes[0];
+    std::vector<std::vector<uint16_t>> bad = shards;
+    bad[f][size_t(pos)] = 300;
+    const std::vector<std::string> files{write("v0.bin", bad[0]), write("v1.bin", bad[1])};
+    DataLoader l({files, 16, 4, 4, 0, 1, 1, false});
+    const std::string expected = fmt::format(
+        "{}: token id 300 at position {} is outside the model's vocabulary (vocab_size 256)", files[f], pos);
+    for (int parts : {1, 2, 3, 7, 64}) {
+      int reports = 0, max_id = -1;
+      for (int p = 0; p < parts; ++p) {
+        const TokenShard::Scan part = l.scan_tokens(256, p, parts);
+        max_id = std::max(max_id, part.max_id);
+        if (part.error.empty()) continue;
+        ++reports;
+        EXPECT_EQ(part.error, expected) << "part " << p << " of " << parts;
+        EXPECT_EQ(part.max_id, 300) << "part " << p << " of " << parts;
+      }
+      EXPECT_EQ(reports, 1) << "token " << at << ", " << parts << " parts";
+      EXPECT_EQ(max_id, 300);
+    }
+    EXPECT_EQ(l.scan_tokens(301).error, "");
+    EXPECT_EQ(l.scan_tokens(301).max_id, 300);
+    EXPECT_EQ(l.scan_tokens(65536).error, "");  // every uint16 id fits
+  }
+}
+
+// A window read is checked too (a rank whose copy of the data differs from
+// the ones the start-up check read): the window holding the bad token, as
+// input or as the last target, is an error naming it; the one before is not.
+TEST_F(DataTest, WindowsReadAreCheckedAgainstTheVocabulary) {
+  for (const int at : {20, 16}) {  // T = 16: inside window 1; window 0's last target
+    std::vector<uint16_t> toks = iota_tokens(16 * 4 + 1, 256);
+    toks[size_t(at)] = 300;
+    const std::vector<std::string> files{write("w.bin", toks)};
+    DataLoader l({files, 16, 1, 1, 0, 1, 1, false, 256});
+    std::vector<int32_t> t(16), g(16);
+    if (at == 20) {
+      EXPECT_NO_THROW(l.micro_batch(0, t.data(), g.data()));
+      l.advance();
+    }
+    expect_data_error([&] { l.micro_batch(0, t.data(), g.data()); },
+                      fmt::format("w.bin: token id 300 at position {} is outside the model's vocabulary (vocab_size "
+                                  "256) in a batch, after the start-up check passed",
+                                  at));
+    DataLoader unchecked({files, 16, 1, 1, 0, 1, 1, false});
+    EXPECT_NO_THROW(unchecked.micro_batch(0, t.data(), g.data()));
+  }
 }
 
 TEST_F(DataTest, RanksPartitionTheGlobalBatchAndMicroBatchesCoverIt) {
@@ -100,13 +166,13 @@ TEST_F(DataTest, RanksPartitionTheGlobalBatchAndMicroBatchesCoverIt) {
   std::vector<std::string> files{write("a.bin", a), write("b.bin", b)};
   const int T = 16, G = 12, M = 3, W = 2;
   // Single rank reference: one micro-batch of the whole global batch.
-  DataLoader ref({files, T, G, G, 0, 1, 9, true, 0});
+  DataLoader ref({files, T, G, G, 0, 1, 9, true});
   for (int step = 0; step < 8; ++step) {  // crosses an epoch boundary (70 windows / 12)
     std::vector<int32_t> rt(G * T), rg(G * T);
     ref.micro_batch(0, rt.data(), rg.data());
     std::vector<int32_t> got;
     for (int r = 0; r < W; ++r) {
-      DataLoader l({files, T, G, M, r, W, 9, true, 0});
+      DataLoader l({files, T, G, M, r, W, 9, true});
       ASSERT_EQ(l.accum_steps(), 2);
       l.seek(ref.position());
       for (int m = 0; m < l.accum_steps(); ++m) {
@@ -132,7 +198,7 @@ TEST_F(DataTest, TheTailHoldsTheWindowsAfterTheWholeBatches) {
   const int T = 8, M = 2, W = 3;  // 23 windows: 3 whole batches of 6, and 5 more (2, 2 and 1 a rank)
   std::vector<int32_t> seen;
   for (int r = 0; r < W; ++r) {
-    DataLoader l({files, T, M * W, M, r, W, 1, false, 0});
+    DataLoader l({files, T, M * W, M, r, W, 1, false});
     ASSERT_EQ(l.tail_windows(), 5);
     std::vector<int32_t> t(M * T, -1), g(M * T, -1);
     const int rows = l.tail(t.data(), g.data());
@@ -145,7 +211,7 @@ TEST_F(DataTest, TheTailHoldsTheWindowsAfterTheWholeBatches) {
   }
   EXPECT_EQ(seen, (std::vector<int32_t>{18, 19, 20, 21, 22}));
   // Data that divide have no tail: every rank reads no row.
-  DataLoader whole({files, T, 1, 1, 0, 1, 1, false, 0});
+  DataLoader whole({files, T, 1, 1, 0, 1, 1, false});
   EXPECT_EQ(whole.tail_windows(), 0);
   std::vector<int32_t> t(T), g(T);
   EXPECT_EQ(whole.tail(t.data(), g.data()), 0);
@@ -163,18 +229,17 @@ TEST_F(DataTest, ShuffleIsSeededAndResumable) {
     }
     return out;
   };
-  DataLoader a({files, 8, 4, 4, 0, 1, 1, true, 0}), b({files, 8, 4, 4, 0, 1, 1, true, 0}),
-      c({files, 8, 4, 4, 0, 1, 2, true, 0});
+  DataLoader a({files, 8, 4, 4, 0, 1, 1, true}), b({files, 8, 4, 4, 0, 1, 1, true}), c({files, 8, 4, 4, 0, 1, 2, true});
   auto sa = first_tokens(a, 60);
   EXPECT_EQ(sa, first_tokens(b, 60));
   EXPECT_NE(sa, first_tokens(c, 60));
   std::set<int32_t> uniq(sa.begin(), sa.begin() + 200);  // one epoch: every window once
   EXPECT_EQ(uniq.size(), 200u);
   // Resume from a saved position reproduces the rest of the stream.
-  DataLoader d({files, 8, 4, 4, 0, 1, 1, true, 0});
+  DataLoader d({files, 8, 4, 4, 0, 1, 1, true});
   first_tokens(d, 55);
   const LoaderPosition pos = d.position();
-  DataLoader e({files, 8, 4, 4, 0, 1, 1, true, 0});
+  DataLoader e({files, 8, 4, 4, 0, 1, 1, true});
   e.seek(pos);
   auto tail = first_tokens(e, 5);
   EXPECT_EQ(tail, std::vector<int32_t>(sa.end() - 20, sa.end()));  // 5 steps x 4 sequences
@@ -182,8 +247,8 @@ TEST_F(DataTest, ShuffleIsSeededAndResumable) {
 
 TEST_F(DataTest, TooLittleDataOrNonDividingBatchIsAnError) {
   std::vector<std::string> files{write("s.bin", iota_tokens(100))};
-  expect_data_error([&] { DataLoader l({files, 16, 8, 8, 0, 1, 1, true, 0}); }, "fewer than one global batch");
-  EXPECT_THROW(DataLoader({files, 4, 6, 4, 0, 1, 1, true, 0}), ConfigError);
+  expect_data_error([&] { DataLoader l({files, 16, 8, 8, 0, 1, 1, true}); }, "fewer than one global batch");
+  EXPECT_THROW(DataLoader({files, 4, 6, 4, 0, 1, 1, true}), ConfigError);
 }
 
 // The one batch rule of the loader, plan and --strategy auto.

@@ -28,6 +28,8 @@ TEST(ByteTokenizer, RoundTripsAnyBytes) {
   EXPECT_EQ(ids[0], 'H');
   EXPECT_EQ(ids[6], 255);
   EXPECT_EQ(t.decode(ids), s);
+  // Ids outside its 256 (a larger model's samples) are skipped, not folded onto bytes (300 & 0xff is ',').
+  EXPECT_EQ(t.decode(std::vector<int>{'H', 300, 'i', -1, 256}), "Hi");
 }
 
 // GPT_VOCAB_DIR holds encoder.json + vocab.bpe (scripts/fetch_gpt2_vocab.sh);
@@ -58,6 +60,7 @@ TEST_F(Gpt2Test, KnownIds) {
   EXPECT_EQ(tok_->encode("Hello world"), (std::vector<int>{15496, 995}));
   // Contractions, digits and trailing whitespace follow the regex's alternatives.
   EXPECT_EQ(tok_->encode("I'm 42  \n"), (std::vector<int>{40, 1101, 5433, 220, 220, 198}));
+  EXPECT_EQ(tok_->decode(std::vector<int>{15496, 50257, 995, -1}), "Hello world");  // a padded vocabulary's ids skipped
 }
 
 TEST_F(Gpt2Test, ReferenceVectorsFromGpt2sOwnEncoder) {
