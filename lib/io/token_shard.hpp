@@ -34,8 +34,8 @@ class TokenShard {
   // Positions [begin, end) (clamped to the shard) scanned once: their
   // largest id (-1 when the range is empty), and the first token >=
   // vocab_size as a one-line DataError message naming the file, the
-  // position and the id ("" when there is none). The scan's cost is the
-  // mapping's page faults (about 2 GB/s here): it touches only [begin, end).
+  // position and the id ("" when there is none). It reads only [begin, end)
+  // of the mapping, whose page faults (or disk reads) are its cost.
   struct Scan {
     int max_id = -1;
     std::string error;
