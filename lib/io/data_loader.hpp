@@ -48,7 +48,8 @@ class DataLoader {
  public:
   // Throws DataError for unreadable/invalid shards or too little data, and
   // ConfigError when the batch sizes do not divide. Opening reads the
-  // shards' headers only; the tokens are checked by vocab_error.
+  // shards' headers only: scan_tokens checks the tokens, and micro_batch and
+  // tail the windows they read (LoaderOptions::vocab_size).
   explicit DataLoader(LoaderOptions opt);
 
   // Part `part` of `parts` of the data (every shard's tokens in order, cut
