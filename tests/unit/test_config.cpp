@@ -37,6 +37,11 @@ TEST(RunConfig, PresetsAndOverrides) {
   auto d = parse({"--data", "x"});
   EXPECT_EQ(d.gpt, preset("tiny"));
   EXPECT_EQ(d.seq_len, preset("tiny").seq_len);
+  // Logs name an overridden preset as resized; a shorter training T is not a new shape.
+  EXPECT_EQ(model_name(c.model, c.gpt), "gpt2-124m (resized)");
+  EXPECT_EQ(model_name(d.model, d.gpt), "tiny");
+  const auto e = parse({"--data", "x", "--model", "gpt2-124m", "--seq-len", "256"});
+  EXPECT_EQ(model_name(e.model, e.gpt), "gpt2-124m");
 }
 
 TEST(RunConfig, TomlThenCommandLineOverrides) {
