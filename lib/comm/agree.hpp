@@ -36,6 +36,14 @@ inline std::string broadcast_string(std::string s, int root, MPI_Comm comm) {
   return s;
 }
 
+// This rank's host, as MPI names it (for the errors that name a rank).
+inline std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return std::string(name, size_t(len));
+}
+
 // Collective over comm: the note of the lowest rank whose note is not
 // empty, on every rank ("" where every note is empty), and where notes
 // are (a rank's reason that something cannot run, named once for the job).

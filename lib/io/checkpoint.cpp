@@ -511,13 +511,6 @@ bool sees_probe(const std::string& probe, const std::string& token) {
   }
 }
 
-std::string processor_name() {
-  char name[MPI_MAX_PROCESSOR_NAME];
-  int len = 0;
-  MPI_Get_processor_name(name, &len);
-  return std::string(name, size_t(len));
-}
-
 }  // namespace
 
 void check_ckpt_dir(const std::string& ckpt_dir, MPI_Comm comm) {

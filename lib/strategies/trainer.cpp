@@ -21,6 +21,7 @@
 #include "core/threads.hpp"
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
+#include "io/same_on_ranks.hpp"
 #include "io/trace_writer.hpp"
 #include "model/attention_ds.hpp"
 #include "model/cpu/gemm.hpp"
@@ -170,6 +171,9 @@ void Trainer::Impl::check_tokens() const {
   int max_id = -1;
   for (const std::optional<DataLoader>* l : {&loader, &val_loader}) {
     if (!*l) continue;
+    // The parts below, the shuffle and every rank's rows of each batch are
+    // computed from the shards: every rank must have the same ones.
+    check_same_shards(**l, l == &loader ? "--data" : "--val-data", base);
     const TokenShard::Scan part = (*l)->scan_tokens(cfg.gpt.vocab_size, rank, world);
     const FirstNote bad = first_note(part.error, base);
     if (!bad.text.empty()) throw DataError(bad.text);
@@ -753,17 +757,21 @@ Trainer::Trainer(const RunConfig& cfg, MPI_Comm base, std::unique_ptr<DeviceBack
   // each phase (communicators, each unit's initial values, model and data)
   // is progress.
   StallGuard guard(cfg.comm_timeout_s, "the start-up (communicators, data, model)");
+  // Before any collective whose sizes or presence depend on the
+  // configuration: a rank given another one ends the job here, in one line
+  // naming the key (io/same_on_ranks.hpp), not in a hang.
+  check_same_config(cfg, base);
   keep_large_heap_blocks();  // Eigen's per-call packing blocks reuse the heap's pages (core/host_heap.hpp)
   // --threads 0: OMP_NUM_THREADS if it is set (OpenMP reads it), else this
   // rank's share of the cores it may run on (comm/thread_share.hpp).
   // The share is collective: every rank computes it, whatever its own
-  // environment says, so that a rank with OMP_NUM_THREADS set cannot leave
-  // the others waiting.
+  // environment or --threads says (a rank may be given its own), so that
+  // no rank can leave the others waiting.
   std::string threads_note;
+  const ThreadShare share = share_cores(base);
   if (cfg.threads > 0) {
     set_num_threads(cfg.threads);
   } else {
-    const ThreadShare share = share_cores(base);
     if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
       threads_note = fmt::format("{} per rank (OMP_NUM_THREADS)", count_of(num_threads(), "thread"));
     } else {

@@ -50,8 +50,11 @@ expect_lines one "$magic \(rank 1 on $host\)"
 launch two -np 2 "$t" "${good[@]}" --global-batch 6 --data "$work/short.bin" : \
   -np 1 "$t" "${good[@]}" --global-batch 6 --data "$work/magic.bin"
 expect_lines two "$short \(ranks 0-1 on $host\)" "$magic \(rank 2 on $host\)"
-# 4. Every 10th token of the first half of rank 1's copy is 300 (rank 0 checks that half, in its own copy).
-python3 - "$work/data/d_train_000000.bin" "$work/damaged.bin" <<'PY' || fail "writing damaged.bin"
+# 4. Every 10th token of the first half of rank 1's copy of the first shard is 300 (rank 0 checks that
+# half, in its own copy). The copy's name and size are the original's, as a node's copy of it has them.
+mkdir -p "$work/damaged"
+cp "$work"/data/d_train_*.bin "$work/damaged/"
+python3 - "$work/data/d_train_000000.bin" "$work/damaged/d_train_000000.bin" <<'PY' || fail "writing the damaged copy"
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
 n = (len(b) - 1024) // 2
@@ -60,5 +63,5 @@ for i in range(0, n // 2, 10):
 open(sys.argv[2], "wb").write(b)
 PY
 six=(--config "$work/tiny.toml" --steps 6 --micro-batch 2 --global-batch 4)
-launch copy -np 1 "$t" "${six[@]}" : -np 1 "$t" "${six[@]}" --data "$work/damaged.bin"
-expect_lines copy "$work/damaged.bin: token id 300 at position [0-9]+ is outside the model's vocabulary \(vocab_size 256\) in a batch, after the start-up check passed: the data changed since, or this rank's copy differs from those that other ranks checked \(rank 1 on $host\)"
+launch copy -np 1 "$t" "${six[@]}" : -np 1 "$t" "${six[@]}" --data "$work/damaged/d_train_*.bin"
+expect_lines copy "$work/damaged/d_train_000000.bin: token id 300 at position [0-9]+ is outside the model's vocabulary \(vocab_size 256\) in a batch, after the start-up check passed: the data changed since, or this rank's copy differs from those that other ranks checked \(rank 1 on $host\)"
