@@ -37,6 +37,9 @@ std::string shown(const nlohmann::json& v) {
   return v.is_string() ? fmt::format("'{}'", v.get<std::string>()) : v.dump();
 }
 
+// "rank 1 (on node2)": a rank as the messages name it.
+std::string rank_on(int rank, const std::string& host) { return fmt::format("rank {} (on {})", rank, host); }
+
 // " (and 2 other ranks)", or nothing when the named rank is the only one.
 std::string others(const RanksWhere& w) {
   return w.count > 1 ? fmt::format(" (and {} other {})", w.count - 1, w.count == 2 ? "rank" : "ranks") : "";
@@ -72,7 +75,7 @@ std::vector<Shard> decode(const std::string& wire, std::string* host) {
 // it does not.
 std::string shard_difference(const std::vector<Shard>& zero, const std::string& zero_host,
                              const std::vector<Shard>& mine, int rank, const std::string& host) {
-  const std::string here = fmt::format("rank {} (on {})", rank, host), there = fmt::format("rank 0 (on {})", zero_host);
+  const std::string here = rank_on(rank, host), there = rank_on(0, zero_host);
   const size_t n = std::min(zero.size(), mine.size());
   for (size_t i = 0; i < n; ++i) {
     const Shard &a = zero[i], &b = mine[i];
@@ -117,6 +120,7 @@ void check_same_config(const RunConfig& cfg, MPI_Comm comm) {
   std::string note;
   if (zero != mine) {
     // The first key (in rank 0's order) whose value differs, and how many do.
+    const std::string this_rank = rank_on(rank, processor_name()), rank0 = rank_on(0, zero_host);
     std::string first;
     int differ = 0;
     for (auto it = zero.begin(); it != zero.end(); ++it) {
@@ -125,13 +129,13 @@ void check_same_config(const RunConfig& cfg, MPI_Comm comm) {
       if (here == it.value()) continue;
       if (differ++ > 0) continue;
       const std::string flag = flag_name(it.key());
-      if (is_file_key(it.key()))
-        first = fmt::format("--{} is given on rank {} (on {}), not on rank {} (on {})", flag, here == true ? rank : 0,
-                            here == true ? processor_name() : zero_host, here == true ? 0 : rank,
-                            here == true ? zero_host : processor_name());
-      else
-        first = fmt::format("{} = {} on rank {} (on {}), {} on rank 0 (on {})", flag, shown(here), rank,
-                            processor_name(), shown(it.value()), zero_host);
+      if (is_file_key(it.key())) {
+        const bool given_here = here == true;
+        first = fmt::format("--{} is given on {}, not on {}", flag, given_here ? this_rank : rank0,
+                            given_here ? rank0 : this_rank);
+      } else {
+        first = fmt::format("{} = {} on {}, {} on {}", flag, shown(here), this_rank, shown(it.value()), rank0);
+      }
     }
     note = differ > 1 ? fmt::format("{}, and {} other {}", first, differ - 1, differ == 2 ? "key" : "keys") : first;
   }
@@ -150,7 +154,7 @@ void check_same_shards(const DataLoader& loader, const std::string& flag, MPI_Co
   const int rank = rank_of(comm);
   const std::string host = processor_name();
   std::string zero_host;
-  const std::vector<Shard> zero = decode(broadcast_string(encode(host, mine), 0, comm), &zero_host);
+  const std::vector<Shard> zero = decode(broadcast_string(rank == 0 ? encode(host, mine) : "", 0, comm), &zero_host);
   const FirstNote found =
       first_note(rank == 0 ? std::string() : shard_difference(zero, zero_host, mine, rank, host), comm);
   if (found.where.count == 0) return;
