@@ -9,7 +9,9 @@
 #   2. two keys differ: the first, and how many more;
 #   3. ranks 1 and 2 of 3 differ: the first named, the other counted;
 #   4. --val-data on rank 1 only: it says which rank has it;
-#   5. rank 1's data directory holds an extra shard: named, with its count;
+#   5. rank 1's data directory holds an extra shard, or rank 0's does (one
+#      missing on rank 1), or rank 1's copy has another name: the shard
+#      named, with the counts;
 #   6. rank 1's copy of shard 1 holds fewer tokens: named, with both counts;
 #   7. what may differ does not stop the run and changes no loss: rank 1
 #      reads its own copy of the data in another directory, with its own
@@ -51,11 +53,12 @@ launch val 1 -np 1 "$t" "${base[@]}" : -np 1 "$t" "${base[@]}" --val-data "$work
 expect_line val "the ranks were not given the same configuration: --val-data is given on rank 1 \(on $host\), not on rank 0 \(on $host\)$config_tail"
 
 # Rank 1's copies of the data in a directory of its own.
-mkdir -p "$work/extra" "$work/short" "$work/copy"
+mkdir -p "$work/extra" "$work/short" "$work/copy" "$work/renamed"
 cp "$work"/data/d_train_*.bin "$work/extra/"
 cp "$work"/data/d_train_*.bin "$work/short/"
 cp "$work"/data/d_train_*.bin "$work/copy/"
 cp "$work/data/d_train_000000.bin" "$work/extra/d_train_000099.bin"
+cp "$work/data/d_train_000000.bin" "$work/renamed/d_train_000001.bin"
 n0=$(python3 - "$work/data/d_train_000000.bin" "$work/short/d_train_000000.bin" <<'PY'
 import struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -70,6 +73,12 @@ nshards=$(ls "$work"/data/d_train_*.bin | wc -l)
 
 launch extra 1 -np 1 "$t" "${base[@]}" : -np 1 "$t" "${base[@]}" --data "$work/extra/d_train_*.bin"
 expect_line extra "the ranks do not read the same --data: rank 1 \(on $host\) has $((nshards + 1)) shards, rank 0 \(on $host\) $nshards: the first extra is shard $((nshards + 1)), $work/extra/d_train_000099.bin \($n0 tokens\)$data_tail"
+
+launch missing 1 -np 1 "$t" "${base[@]}" --data "$work/extra/d_train_*.bin" : -np 1 "$t" "${base[@]}"
+expect_line missing "the ranks do not read the same --data: rank 1 \(on $host\) has $nshards shards?, rank 0 \(on $host\) $((nshards + 1)): the first missing is shard $((nshards + 1)), $work/extra/d_train_000099.bin \($n0 tokens\)$data_tail"
+
+launch renamed 1 -np 1 "$t" "${base[@]}" : -np 1 "$t" "${base[@]}" --data "$work/renamed/d_train_*.bin"
+expect_line renamed "the ranks do not read the same --data: shard 1 is $work/data/d_train_000000.bin \($n0 tokens\) on rank 0 \(on $host\) but $work/renamed/d_train_000001.bin \($n0 tokens\) on rank 1 \(on $host\)$data_tail"
 
 launch short 1 -np 1 "$t" "${base[@]}" : -np 1 "$t" "${base[@]}" --data "$work/short/d_train_*.bin"
 expect_line short "the ranks do not read the same --data: shard 1, d_train_000000.bin, holds $n0 tokens on rank 0 \(on $host\) but $((n0 - 100)) on rank 1 \(on $host\) \($work/short/d_train_000000.bin\)$data_tail"
