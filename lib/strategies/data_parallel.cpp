@@ -31,6 +31,8 @@
 #include <deque>
 #include <exception>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -100,29 +102,17 @@ class DataParallel final : public Strategy {
     grads_sharded_ = rule.grads_sharded;
     zero1_ = rule.zero1;
 
+    // Zero-filled until initialise() or a checkpoint's load (owned, after_load) gives them values.
     for (const UnitSpec& spec : layout.units()) {
       Unit u;
       u.sh = shard_range(spec.numel, S_, srank_);
-      // Initial values of this rank's piece (the full unit when it is
-      // replicated), computed on the host: the full model never exists on a
-      // rank that shards it.
-      const int64_t lo = params_sharded_ ? u.sh.begin : 0;
-      const int64_t n = params_sharded_ ? u.sh.shard_numel : u.sh.padded_numel;
-      std::vector<float> init(size_t(n), 0.f);
-      init_unit_range(spec, opt.seed, lo, params_sharded_ ? u.sh.valid_end : spec.numel, init.data());
-      if (params_sharded_) {
+      if (params_sharded_)
         u.param_shard = Block(A_, u.sh.shard_numel, pt_, MemCategory::kParams);
-        A_->upload(u.param_shard.data(), pt_, init.data(), n);
-      } else {
+      else
         u.full_param = Block(A_, u.sh.padded_numel, pt_, MemCategory::kParams);
-        A_->upload(u.full_param.data(), pt_, init.data(), n);
-      }
       if (opt.trains) {
-        if (mixed_) {  // fp32 master of the owned piece: optimizer state, as in ZeRO's accounting
+        if (mixed_)  // fp32 master of the owned piece: optimizer state, as in ZeRO's accounting
           u.master = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
-          A_->upload(u.master.data(), DType::kF32, init.data() + (params_sharded_ ? 0 : u.sh.begin),
-                     u.sh.shard_numel);
-        }
         if (grads_sharded_) {
           u.grad_shard = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kGrads);
         } else {
@@ -132,9 +122,6 @@ class DataParallel final : public Strategy {
         u.v = Block(A_, u.sh.shard_numel, DType::kF32, MemCategory::kOptim);
       }
       units_.push_back(std::move(u));
-      // The start-up's StallGuard bounds progress, not the whole start-up:
-      // a large model's initial values take long, each unit's do not.
-      note_progress("the initial values of unit " + spec.name);
     }
     // Room for three transient buffers per unit, the kinds take() hands out
     // (gathered parameters, full gradient, widened gradient), so that give()
@@ -287,21 +274,37 @@ class DataParallel final : public Strategy {
     }
   }
 
+  // Each rank computes the initial values of its part of the owned piece
+  // (replica_part: 1/R of it), puts zeros in the rest, and the replicas sum
+  // the piece: every element is one rank's value plus zeros, so exact, and
+  // the same bits as every rank computing all of it, R times faster (under
+  // ddp R is the world: the whole model on each rank before). Then the
+  // replicated parameters are gathered as after a load (zero1, zero2).
+  void initialise() override {
+    for (size_t i = 0; i < units_.size(); ++i) {
+      Unit& u = units_[i];
+      const auto [lo, hi] = replica_part(u);
+      std::vector<float> init(size_t(u.sh.shard_numel), 0.f);
+      init_unit_range(layout_.unit(i), opt_.seed, lo, hi, init.data() + (lo - u.sh.begin));
+      // The master weights where there are any (bf16 training), narrowed into the compute copy as a load's are.
+      void* dst = u.master.size() ? u.master.data() : owned_piece(u);
+      const DType t = u.master.size() ? DType::kF32 : pt_;
+      A_->upload(dst, t, init.data(), u.sh.shard_numel);
+      if (rep_) rep_->all_reduce(dst, dst, size_t(u.sh.shard_numel), t, ReduceOp::kSum);
+      if (u.master.size()) A_->convert(owned_piece(u), pt_, u.master.data(), DType::kF32, u.sh.shard_numel);
+      // The caller's StallGuard bounds progress, not the whole: a large model's initial values take long, each
+      // unit's do not.
+      note_progress("the initial values of unit " + layout_.unit(i).name);
+    }
+    gather_replicated_params();
+  }
+
   UnitSlice owned(size_t i, OwnedFor use) override {
     Unit& u = units_[i];
     UnitSlice s;
     s.begin = u.sh.begin;
     s.end = u.sh.valid_end;
-    // The R replicas of this slice (ddp's ranks, hybrid's groups) hold the
-    // same values: each writes the r-th of R pieces of it, so the write is
-    // spread over every rank instead of one replica's (the whole model from
-    // rank 0 under ddp).
-    if (rep_ && rep_->size() > 1) {
-      const int64_t n = s.end - s.begin;
-      const ShardRange part = shard_range(n, rep_->size(), rep_->rank());
-      s.write_begin = s.begin + std::min(part.begin, n);  // a piece wholly in the padding is empty
-      s.write_end = s.write_begin + part.valid();
-    }
+    if (rep_) std::tie(s.write_begin, s.write_end) = replica_part(u);
     void* state[3];
     DType type[3];
     const int parts = owned_state(u, state, type);
@@ -374,6 +377,19 @@ class DataParallel final : public Strategy {
     bool held = false;            // full_param gathered (params_sharded_ only)
     bool reduce_is_last = false;  // the in-flight reduce-scatter is the step's last micro-batch
   };
+
+  // The R replicas of the owned piece (ddp's ranks, hybrid's groups) hold
+  // the same values: this rank's r-th of R parts of its valid elements
+  // [begin, end), the part it writes of them (so a checkpoint's write is
+  // spread over every rank, not the whole model from rank 0 under ddp) and
+  // computes their initial values for; the whole piece without replicas.
+  std::pair<int64_t, int64_t> replica_part(const Unit& u) const {
+    if (!rep_) return {u.sh.begin, u.sh.valid_end};
+    const int64_t n = u.sh.valid();
+    const ShardRange part = shard_range(n, rep_->size(), rep_->rank());
+    const int64_t begin = u.sh.begin + std::min(part.begin, n);  // a part wholly in the padding is empty
+    return {begin, begin + part.valid()};
+  }
 
   // The compute copy (pt_) of the piece this rank owns and updates.
   void* owned_piece(Unit& u) { return params_sharded_ ? u.param_shard.data() : u.full_param.at(u.sh.begin); }

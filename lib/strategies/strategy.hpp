@@ -118,6 +118,11 @@ class Strategy {
   // checkpoint): the state stays as it is, and a GPU's host copies are
   // freed (12 bytes a parameter it owns, for the whole run otherwise).
   virtual void discard_load() = 0;
+  // The seed's initial values (model/init.hpp) of every parameter, where no
+  // checkpoint gives them (a new strategy's state is zero until one of the
+  // two): collective. Each replica computes 1/R of what it owns and the
+  // replicas exchange them, so the values are the same on every mesh.
+  virtual void initialise() = 0;
   virtual StrategyKind kind() const = 0;
 };
 

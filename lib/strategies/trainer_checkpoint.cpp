@@ -61,6 +61,8 @@ int Trainer::Impl::restore() {
   std::optional<StallGuard> guard;
   // --steps 0 keeps no optimizer state (StrategyOptions::trains): its parameters alone are read.
   const CheckpointPart part = cfg.steps > 0 ? CheckpointPart::kAll : CheckpointPart::kParams;
+  std::optional<trace::Span> read;
+  if (cfg.resume == "auto" || !resume_path.empty()) read.emplace("checkpoint read", "checkpoint");
   if (cfg.resume == "auto") {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read in {}", cfg.ckpt_dir));
     // A rank whose read failed alone ends the job well before the StallGuard would.
@@ -76,6 +78,7 @@ int Trainer::Impl::restore() {
     guard.emplace(cfg.comm_timeout_s, fmt::format("the checkpoint read of {}", resume_path));
     meta = load_checkpoint(resume_path, base, layout, owned_slices(OwnedFor::kLoad), part, &io);
   }
+  read.reset();
   if (!meta) {
     guard.reset();
     strategy->discard_load();  // the slices --resume auto had ready for a checkpoint there was none of
@@ -83,6 +86,12 @@ int Trainer::Impl::restore() {
       warn0("resume auto: no checkpoint in {}: --steps 0 evaluates the seed's initialisation", cfg.ckpt_dir);
     else if (cfg.resume == "auto")
       log0("resume auto: no checkpoint in {} yet, starting fresh", cfg.ckpt_dir);
+    {
+      // Here rather than when the strategy was made, so that a resume does not compute values its read replaces.
+      StallGuard guard(cfg.comm_timeout_s, "the parameters' initial values");
+      trace::Span span("initial values", "startup");
+      strategy->initialise();
+    }
     if (!cfg.init_from.empty()) {
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
       const std::string what = import_params(cfg.init_from, base, layout, owned_slices(OwnedFor::kImport));

@@ -16,10 +16,12 @@
 #include "fixtures.hpp"
 #include "io/checkpoint.hpp"
 #include "io/checkpoint_tools.hpp"
-#include "io/model_import.hpp"
 #include "io/h5.hpp"
+#include "io/model_import.hpp"
+#include "model/layout.hpp"
 #include "mpi_test_env.hpp"
 #include "strategies/trainer.hpp"
+#include "trace_reader.hpp"
 
 namespace gpt {
 namespace {
@@ -84,6 +86,40 @@ TEST(Checkpoint, SameStrategyResumeIsBitIdentical) {
       for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(z.losses[i], full.losses[4 + i], 1e-6 * full.losses[4 + i]);
     }
   }
+}
+
+// A resume computes no initial values: its read gives every value. A fresh
+// run computes them once over the mesh: under ddp each rank its 1/N,
+// summed in one all-reduce per unit inside the `initial values` slice (the
+// values equal one rank's: SameStrategyResumeIsBitIdentical's and the
+// strategy tests' comparisons).
+TEST(Checkpoint, ResumeComputesNoInitialValues) {
+  const int W = test::env().size();
+  const std::string dir = fresh_dir("init_values");
+  RunConfig a = test::small_run();
+  a.steps = 2;
+  a.ckpt_dir = dir;
+  a.trace = dir + "_fresh.json";
+  train(a, MPI_COMM_WORLD);
+  RunConfig b = a;
+  b.steps = 3;
+  b.resume = "auto";
+  b.trace = dir + "_resumed.json";
+  train(b, MPI_COMM_WORLD);
+  if (test::env().rank() != 0) return;
+  const test::ParsedTrace fresh = test::read_trace(a.trace), resumed = test::read_trace(b.trace);
+  for (int r = 0; r < W; ++r) {
+    SCOPED_TRACE(fmt::format("rank {}", r));
+    EXPECT_EQ(fresh.named(r, "initial values").size(), 1u);
+    EXPECT_EQ(fresh.named(r, "checkpoint read").size(), 0u);
+    EXPECT_EQ(resumed.named(r, "initial values").size(), 0u) << "the resume computed the initial values it reads";
+    EXPECT_EQ(resumed.named(r, "checkpoint read").size(), 1u);
+  }
+  if (W == 1) return;  // one rank computes everything and exchanges nothing
+  const test::Slice init = fresh.named(0, "initial values").at(0);
+  int inside = 0;
+  for (const test::Slice& c : fresh.collectives.at(0).at("all_reduce")) inside += c.b >= init.b && c.e <= init.e;
+  EXPECT_EQ(inside, int(ParamLayout(a.gpt).num_units())) << "ddp's ranks do not share the initial values' work";
 }
 
 // Written in the background from a snapshot while training continues: the

@@ -107,12 +107,20 @@ TEST(MixedPrecision, DeviceArenasWaitForEachUnitsGatherWhereItIsUsed) {
         EXPECT_TRUE(waits.empty());
         continue;
       }
-      ASSERT_EQ(waits.size(), units * size_t(c.steps)) << "one wait per unit and step";
+      // The initial values end with the same gathers as a step (each rank computes its shard's):
+      // one wait per unit more.
+      ASSERT_EQ(waits.size(), units * size_t(c.steps + 1)) << "one wait per unit and step, and for the initial values";
       const auto within = [&](double b, double e) {
         int n = 0;
         for (const test::Slice& w : waits) n += b <= w.b && w.e <= e;
         return n;
       };
+      const std::vector<test::Slice> init = t.named(0, "initial values");
+      ASSERT_EQ(init.size(), 1u);
+      if (device)  // waited for by the first step's forward
+        EXPECT_EQ(within(steps[0].b, heads[0].b), int(units)) << "the initial values' gathers";
+      else
+        EXPECT_EQ(within(init[0].b, init[0].e), int(units)) << "the host ends the initial values' gathers with them";
       for (int k = 0; k < c.steps; ++k) {
         const int in_update = within(updates[size_t(k)].b, updates[size_t(k)].e);
         if (!device) {
