@@ -94,6 +94,7 @@ int Trainer::Impl::restore() {
     }
     if (!cfg.init_from.empty()) {
       StallGuard guard(cfg.comm_timeout_s, fmt::format("the initialisation from {}", cfg.init_from));
+      strategy->settle();  // zero1's and zero2's gathers of the initial values end before the import reads them
       const std::string what = import_params(cfg.init_from, base, layout, owned_slices(OwnedFor::kImport));
       strategy->after_load();
       log0("initialised from {}: {}", cfg.init_from, what);
