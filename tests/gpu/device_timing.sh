@@ -18,7 +18,8 @@
 #    collective it waited for ended; and the lane "GPU compute stream" has
 #    a slice for every span of the training loop's lane (same names, same
 #    counts), none starting before the host enqueued it, each inside its
-#    step's.
+#    step's, but for the startup slices (the initial values), which end
+#    before step 1 begins.
 # On a GPU (no EMULATED_TRAINER; ctest gpu.device_timing) only the last
 # check's GPU lane, on 1 rank (NCCL has one rank per GPU), with the real
 # trainer; exits 77 (skipped) without a GPU.
@@ -126,7 +127,15 @@ for rank in sorted({e["pid"] for e in trace}):
             early += g["ts"] < h["ts"] - 50
     check(early == 0, f"rank {rank}: no GPU slice starts before the host enqueued its span ({early} do)")
     steps_gpu = [e for e in gpu if e["name"].startswith("step.")]
-    outside = [e for e in gpu if not e["name"].startswith("step.")
+    # What the run does before its loop (the initial values, a checkpoint's read) is on the lane too, as
+    # 'startup' slices: each ends before the first step begins; every other slice is inside a step.
+    startup = [e for e in gpu if e.get("cat") == "startup"]
+    first = min((s["ts"] for s in steps_gpu), default=0)
+    late_startup = [e for e in startup if e["ts"] + e["dur"] > first + 1]
+    check(startup and not late_startup,
+          f"rank {rank}: {len(startup)} startup GPU slices ({', '.join(sorted({e['name'] for e in startup}))}), "
+          f"each ending before step 1 ({len(late_startup)} do not)")
+    outside = [e for e in gpu if not e["name"].startswith("step.") and e.get("cat") != "startup"
                and not any(s["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1 for s in steps_gpu)]
     check(len(steps_gpu) == steps and not outside,
           f"rank {rank}: {len(steps_gpu)} GPU step slices; every other GPU slice inside one ({len(outside)} outside)")
