@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
     gpt::log0("{}", gpt::version_line("gpt_train", gpt::program_build()));
     gpt::log0("{} on {}, {} per node{}", gpt::count_of(env->size(), "rank"), gpt::count_of(env->num_nodes(), "node"),
               env->local_size(), env->uniform() ? "" : " (uneven)");
+    // Every data-parallel strategy spreads the global batch over all ranks.
+    if (const std::string fitted = gpt::fit_micro_batch(cfg, env->size()); !fitted.empty()) gpt::log0("{}", fitted);
     if (const std::string slurm = env->slurm_summary(); !slurm.empty()) {
       // Every rank checks its own ids; disagreement is worth a warning, not an error (mpirun inside sbatch).
       if (slurm.find("(agree") != std::string::npos) {

@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
     if (eval) args.insert(args.end(), {"--steps", "0"});
     RunConfig rc = run_config_from_args(args);
     if (given("--accum")) rc.global_batch = rc.micro_batch * ranks * accum;  // the file's micro-batch
+    // A file without micro-batch: the one gpt_train would fit to --ranks (the model line says which).
+    fit_micro_batch(rc, ranks, config);
     // threads = 0: gpt_train's share of a node's cores (core/threads.hpp), about cores / ranks per node.
     if (!config.empty() && !given("--threads"))
       threads = rc.threads > 0 ? rc.threads

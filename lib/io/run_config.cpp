@@ -228,8 +228,14 @@ std::vector<Key> keys() {
       {"merges", "gpt2 tokenizer: vocab.bpe / merges.txt", "FILE", [](C& c, P&, S v) { c.merges = v; }},
       {"global-batch", "sequences per optimizer step over all ranks", "INT",
        [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
-      {"micro-batch", "sequences per forward/backward on one rank", "INT",
-       [](C& c, P&, S v) { c.micro_batch = parse_int("micro-batch", v, 1); }},
+      {"micro-batch",
+       "sequences per forward/backward on one rank (default: 8, or in training the largest count up to 8 that "
+       "divides global-batch / ranks)",
+       "INT",
+       [](C& c, P&, S v) {
+         c.micro_batch = parse_int("micro-batch", v, 1);
+         c.micro_batch_given = true;
+       }},
       {"steps", "optimizer steps (0: evaluate and sample the model only, as initialised, imported or resumed)", "INT",
        [](C& c, P&, S v) { c.steps = parse_int("steps", v, 0); }},
       {"lr", "peak learning rate", "FLOAT", [](C& c, P&, S v) { c.lr = parse_float("lr", v, 0, 10); }},
@@ -512,7 +518,9 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     throw ConfigError(fmt::format("invalid lr-decay-steps = {}: larger than steps - warmup = {} - {} = {}",
                                   cfg.lr_decay_steps, cfg.steps, cfg.warmup, std::max(0, cfg.steps - cfg.warmup)));
   // --steps 0 takes no training step, so it has no global batch: an evaluation reads micro-batches alone.
-  if (cfg.steps > 0 && (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0))
+  // A micro-batch not given is fitted to the world size later (fit_micro_batch).
+  if (cfg.steps > 0 && cfg.micro_batch_given &&
+      (cfg.micro_batch > cfg.global_batch || cfg.global_batch % cfg.micro_batch != 0))
     throw ConfigError(fmt::format("invalid global-batch = {}: must be a multiple of micro-batch = {}",
                                   cfg.global_batch, cfg.micro_batch));
   if (need_data && cfg.data.empty() && cfg.steps > 0)  // --steps 0 trains nothing, so needs no training data
@@ -526,6 +534,25 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
 }
 
 }  // namespace
+
+std::string fit_micro_batch(RunConfig& cfg, int world, const std::string& source) {
+  if (cfg.steps == 0 || cfg.micro_batch_given || world <= 0) return "";
+  const std::string in = source.empty() ? "" : " in " + source;
+  if (cfg.global_batch % world != 0)
+    throw ConfigError(
+        fmt::format("invalid global-batch = {}{}: must be a multiple of the {} data-parallel ranks "
+                    "(each takes global-batch / ranks sequences a step)",
+                    cfg.global_batch, in, world));
+  const int share = cfg.global_batch / world;
+  int m = std::min(share, kDefaultMicroBatch);
+  while (share % m != 0) --m;
+  if (m == cfg.micro_batch) return "";
+  cfg.micro_batch = m;
+  return fmt::format(
+      "micro-batch {}: not given, so the largest count up to {} that divides a rank's {} sequences "
+      "a step (global-batch {} / {}); --micro-batch sets it",
+      m, kDefaultMicroBatch, share, cfg.global_batch, world == 1 ? "1 rank" : fmt::format("{} ranks", world));
+}
 
 nlohmann::json RunConfig::to_json() const {
   // Floats as their shortest decimal form (0.9, not 0.8999999761581421).

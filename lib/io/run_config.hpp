@@ -23,6 +23,10 @@ namespace gpt {
 enum class DeviceKind { kCpu, kCuda };
 enum class Precision { kFp32, kBf16 };
 
+// Sequences per forward/backward on one rank when --micro-batch is not
+// given (at most: fit_micro_batch).
+inline constexpr int kDefaultMicroBatch = 8;
+
 struct RunConfig {
   // model
   std::string model = "tiny";
@@ -47,7 +51,10 @@ struct RunConfig {
   std::string data, val_data;
   std::string tokenizer = "byte", vocab, merges;  // for decoding samples
   // batch and schedule
-  int global_batch = 8, micro_batch = 8;
+  int global_batch = 8, micro_batch = kDefaultMicroBatch;
+  // --micro-batch given (flag or file). Not given, a training run's micro-batch
+  // is fitted to the world size by fit_micro_batch.
+  bool micro_batch_given = false;
   int steps = 100;
   float lr = 6e-4f, min_lr = 6e-5f;
   int warmup = 0;
@@ -104,6 +111,17 @@ struct RunConfig {
 
   nlohmann::json to_json() const;
 };
+
+// A training run whose --micro-batch is not given takes, instead of
+// kDefaultMicroBatch, the largest count up to it that divides a rank's
+// share of the global batch (global_batch / world): `mpirun -np 4` with
+// the defaults trains micro-batches of 2, as a global batch of 4 on one
+// rank trains one micro-batch of 4, where a fixed 8 was an error. Returns
+// the log line saying so when it changes micro_batch, else "". A global
+// batch that the ranks do not divide is a ConfigError naming both (source:
+// the config file, for the message). An evaluation (--steps 0), or a
+// micro-batch that was given, is left as it is.
+std::string fit_micro_batch(RunConfig& cfg, int world, const std::string& source = {});
 
 // Parses argv (and the TOML file named by --config). Returns false if the
 // program should exit successfully (--help printed). Throws ConfigError with a

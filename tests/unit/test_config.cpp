@@ -67,6 +67,50 @@ TEST(RunConfig, TomlThenCommandLineOverrides) {
   std::filesystem::remove(p);
 }
 
+// A micro-batch not given is the largest count up to 8 that divides a
+// rank's share of the global batch; one given (flag or file) is kept, and
+// so is an evaluation's.
+TEST(RunConfig, MicroBatchNotGivenFitsTheWorld) {
+  const auto fitted = [](std::vector<std::string> args, int world) {
+    args.insert(args.begin(), {"--data", "x"});
+    RunConfig c = parse(args);
+    const std::string line = fit_micro_batch(c, world);
+    return std::pair{c.micro_batch, line};
+  };
+  EXPECT_EQ(fitted({}, 1), std::pair(8, std::string()));  // the default as it was
+  EXPECT_EQ(fitted({"--global-batch", "64"}, 2).first, 8);
+  EXPECT_EQ(fitted({"--global-batch", "24"}, 2).first, 6);  // 12 a rank
+  EXPECT_EQ(fitted({"--global-batch", "22"}, 2).first, 1);  // 11 a rank: accumulation of 11
+  EXPECT_EQ(fitted({"--global-batch", "4"}, 1).first, 4);   // was an error: 4 is not a multiple of 8
+  EXPECT_EQ(fitted({"--global-batch", "16"}, 16).first, 1);
+  const auto [m, line] = fitted({}, 4);
+  EXPECT_EQ(m, 2);
+  EXPECT_EQ(line,
+            "micro-batch 2: not given, so the largest count up to 8 that divides a rank's 2 sequences a step "
+            "(global-batch 8 / 4 ranks); --micro-batch sets it");
+  // Given, on the command line or in a file, it is what it says (and the loader checks it against the ranks).
+  EXPECT_EQ(fitted({"--micro-batch", "8", "--global-batch", "16"}, 2), std::pair(8, std::string()));
+  const auto p = std::filesystem::temp_directory_path() / "gpt_cfg_micro.toml";
+  std::ofstream(p) << "micro-batch = 8\nglobal-batch = 16\n";
+  EXPECT_EQ(fitted({"--config", p.string()}, 2).first, 8);
+  std::filesystem::remove(p);
+  EXPECT_EQ(fitted({"--steps", "0"}, 4).first, 8);  // an evaluation's batches are micro-batches alone
+  // A global batch the ranks do not divide names both.
+  RunConfig c = parse({"--data", "x"});
+  try {
+    fit_micro_batch(c, 3, "run.toml");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "invalid global-batch = 8 in run.toml: must be a multiple of the 3 data-parallel ranks (each takes "
+                 "global-batch / ranks sequences a step)");
+  }
+  // A global batch below 8 no longer fails at parse time when the micro-batch was not given.
+  EXPECT_EQ(error_of({"--data", "x", "--global-batch", "4"}), "");
+  EXPECT_EQ(error_of({"--data", "x", "--global-batch", "4", "--micro-batch", "8"}),
+            "invalid global-batch = 4: must be a multiple of micro-batch = 8");
+}
+
 TEST(RunConfig, TimeLimitTakesSlurmsTimeForms) {
   const auto limit = [](const std::string& v) { return parse({"--data", "x", "--time-limit", v}).time_limit_s; };
   EXPECT_EQ(parse({"--data", "x"}).time_limit_s, 0);  // no limit by default
