@@ -9,7 +9,10 @@
 #   3. a global batch of 22 on 2 ranks is 11 micro-batches of 1 a rank;
 #   4. 3 ranks, which do not divide 8, end in one error line naming both;
 #   5. a micro-batch given is kept: 2 ranks with --micro-batch 2 accumulate 2;
-#   6. plan --config fits it to --ranks as gpt_train does.
+#   6. plan --config fits it to --ranks as gpt_train does;
+#   7. the job scripts' default task counts (4, 2 nodes x 4) can run
+#      input/default.toml, their default config (with its old micro-batch
+#      of 8 they could not).
 #   micro_batch.sh BUILD_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$0")/common.sh" "$@"
@@ -59,4 +62,18 @@ expect_header given "2 2 2"
 
 out=$("$build/apps/plan" --config "$work/tiny.toml" --ranks 4 2>&1) || { echo "$out"; fail "plan --config --ranks 4 failed"; }
 grep -q 'micro-batch 2 x accum 1' <<<"$out" || { echo "$out"; fail "plan: not micro-batch 2 x accum 1 on 4 ranks"; }
+# The job scripts' own task counts (#SBATCH --ntasks, or --nodes x --ntasks-per-node) take the default config
+# as it is: plan refuses a batch its ranks cannot split, as gpt_train would.
+for js in "$root"/jobscripts/*.sbatch; do
+  grep -qE 'gpt_train_args|gpt_sweep_grid' "$js" || continue  # those that run GPT_CONFIG's default
+  n=$(sed -n 's/^#SBATCH --ntasks=\([0-9]*\)$/\1/p' "$js")
+  if [[ -z "$n" ]]; then
+    nodes=$(sed -n 's/^#SBATCH --nodes=\([0-9]*\)$/\1/p' "$js")
+    per=$(sed -n 's/^#SBATCH --ntasks-per-node=\([0-9]*\)$/\1/p' "$js")
+    n=$(( ${nodes:-1} * ${per:-1} ))
+  fi
+  out=$("$build/apps/plan" --config "$root/input/default.toml" --ranks "$n" 2>&1) ||
+    { echo "$out"; fail "$(basename "$js")'s $n tasks cannot run input/default.toml"; }
+  echo "$(basename "$js"): $n tasks, $(grep -o 'micro-batch [0-9]* x accum [0-9]*' <<<"$out")"
+done
 echo "ok: a micro-batch not given is fitted to the ranks (8, 4, 1 x 11; 3 ranks an error), a given one kept, plan alike"
