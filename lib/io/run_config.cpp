@@ -18,6 +18,7 @@
 #include "core/build_info.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/plural.hpp"
 #include "model/attention_ds.hpp"
 
 namespace gpt {
@@ -551,7 +552,7 @@ std::string fit_micro_batch(RunConfig& cfg, int world, const std::string& source
   return fmt::format(
       "micro-batch {}: not given, so the largest count up to {} that divides a rank's {} sequences "
       "a step (global-batch {} / {}); --micro-batch sets it",
-      m, kDefaultMicroBatch, share, cfg.global_batch, world == 1 ? "1 rank" : fmt::format("{} ranks", world));
+      m, kDefaultMicroBatch, share, cfg.global_batch, count_of(world, "rank"));
 }
 
 nlohmann::json RunConfig::to_json() const {
