@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     comm_timeout_s = cfg.comm_timeout_s;
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     gpt::log0("{}", gpt::version_line("gpt_train", gpt::program_build()));
+    for (const std::string& repeated : cfg.repeated_flags) gpt::log0("{}", repeated);
     gpt::log0("{} on {}, {} per node{}", gpt::count_of(env->size(), "rank"), gpt::count_of(env->num_nodes(), "node"),
               env->local_size(), env->uniform() ? "" : " (uneven)");
     // Every data-parallel strategy spreads the global batch over all ranks.

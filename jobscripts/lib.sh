@@ -1,7 +1,8 @@
 # Shared by the job scripts (sourced, not run). Everything comes from the
 # environment: sbatch passes the submitting shell's variables (--export=ALL),
 # so `GPT_STEPS=100 sbatch jobscripts/train.sbatch` works, as do flags after
-# the script name, which go to gpt_train.
+# the script name, which go to gpt_train after the script's own and so
+# override them (gpt_train takes a repeated flag's last value).
 #   GPT_ROOT     repository root (default: the directory sbatch was run from)
 #   GPT_BUILD    build directory (default: $GPT_ROOT/build); the scripts build nothing
 #   GPT_LAUNCHER srun (default inside an allocation) | mpirun

@@ -410,8 +410,12 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
       "SIGUSR1, SIGTERM or SIGINT after the current step (checkpointed with --ckpt-dir; --resume auto continues).\n"
       "A second such signal ends the process at once.");
   std::string config_file;
+  // A flag given more than once takes its last value, as argparse's and
+  // getopt's programs do (CLI11's default is an error): the job scripts and
+  // scripts/sweep put the user's flags after their own, to override them.
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", gpt_train_version,
                        "print what this program was built from (commit, CUDA architectures, MPI) and exit");
   std::map<std::string, std::string> cli_values;
@@ -421,7 +425,9 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     if (!k.type) {
       app.add_flag("--" + k.name, cli_flags[k.name], k.help);
     } else {
-      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults))->type_name(k.type);
+      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults))
+          ->type_name(k.type)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
   }
   try {
@@ -434,6 +440,15 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     return false;
   } catch (const CLI::ParseError& e) {
     throw ConfigError(fmt::format("command line: {}", e.what()));
+  }
+
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() < 2 || opt->get_expected_min() == 0) continue;  // a switch repeated means the same
+    const std::vector<std::string>& given = opt->results();
+    std::string values;
+    for (const std::string& v : given) values += (values.empty() ? "" : ", ") + (v.empty() ? "''" : v);
+    cfg.repeated_flags.push_back(
+        fmt::format("command line: {} given {} times ({}): the last is used", opt->get_name(), given.size(), values));
   }
 
   // Preset first (model may be in either source; the command line wins).

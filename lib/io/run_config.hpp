@@ -55,6 +55,9 @@ struct RunConfig {
   // --micro-batch given (flag or file). Not given, a training run's micro-batch
   // is fitted to the world size by fit_micro_batch.
   bool micro_batch_given = false;
+  // One line for each flag given more than once on the command line (the
+  // last value is used), for the log; not part of the configuration.
+  std::vector<std::string> repeated_flags;
   int steps = 100;
   float lr = 6e-4f, min_lr = 6e-5f;
   int warmup = 0;

@@ -26,12 +26,17 @@ refused "--config $work/nope.toml: no such file" --strategies ddp --config "$wor
 refused "--ckpt-dir in the flags for gpt_train: every run of the grid would share it" --strategies ddp -- \
   --ckpt-dir "$work/shared_ckpt"
 echo "ok: an unknown strategy, a mesh of other ranks, a missing config and a shared --ckpt-dir are refused before any run"
+# The flags after -- come after the sweep's own, so one the sweep also gives
+# (--log-every) overrides it: gpt_train takes a repeated flag's last value.
 "$root/scripts/sweep" run --strategies ddp,zero3,hybrid,auto --meshes 1x2 --ranks 2 --steps 3 \
-  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun -- --device-mem 1M
+  --config "$work/tiny.toml" --build "$build" --out "$work/sweep" --launcher mpirun -- --device-mem 1M --log-every 3
 python3 - "$work/sweep" <<'PY'
 import csv, os, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(d, "report.csv"))))
+log = open(os.path.join(d, "runs", "ddp", "log.txt")).read()
+assert "command line: --log-every given 2 times (1, 3): the last is used" in log, log
+assert " step     1/3 " not in log and " step     3/3 " in log, "--log-every 3 after the sweep's 1 was not the one used"
 assert [r["name"] for r in rows] == ["ddp", "zero3", "hybrid-1x2-zero3", "auto"], rows
 good = rows[:3]
 assert all(r["status"] == "ok" for r in good), good

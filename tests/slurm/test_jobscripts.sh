@@ -85,12 +85,17 @@ grep -q '^command: srun --mpi=pmix ' "$work/train-$id.out" || fail "train.sbatch
 grep -q '^SLURM_JOB_ID=' "$work/train-$id.out" || fail "train.sbatch log lacks the SLURM environment"
 
 echo "== train.sbatch again: requeue-style resume from the newest checkpoint, 3 more steps"
-id=$(GPT_OUT="$work/train" GPT_CKPT_EVERY=3 GPT_STEPS=9 sbatch --parsable --ntasks=2 --output="$work/resume-%j.out" \
-  "$root/jobscripts/train.sbatch" --strategy zero3)
+# --steps after the script overrides the script's own (GPT_STEPS=12): a flag
+# given twice takes its last value.
+id=$(GPT_OUT="$work/train" GPT_CKPT_EVERY=3 GPT_STEPS=12 sbatch --parsable --ntasks=2 --output="$work/resume-%j.out" \
+  "$root/jobscripts/train.sbatch" --strategy zero3 --steps 9)
 state=$(wait_job "$id")
 [[ "$state" == COMPLETED ]] || fail "resumed train.sbatch job $id ended $state"
 grep -q 'resumed from .*step_00000006' "$work/resume-$id.out" || fail "the second job did not resume"
 [[ -f "$work/train/ckpt/step_00000009/COMPLETE" ]] || fail "resumed job: no step 9 checkpoint"
+[[ ! -e "$work/train/ckpt/step_00000012" ]] || fail "resumed job: --steps 9 after the script did not override GPT_STEPS=12"
+grep -q 'command line: --steps given 2 times (12, 9): the last is used' "$work/resume-$id.out" ||
+  fail "resumed job: no line for the repeated --steps"
 
 # signal_ranks DIR: SIGUSR1 to the ranks of the job writing DIR/metrics.jsonl,
 # as SLURM's --signal=USR1@180 does before the time limit. Not `scancel

@@ -67,6 +67,33 @@ TEST(RunConfig, TomlThenCommandLineOverrides) {
   std::filesystem::remove(p);
 }
 
+// A flag given twice takes its last value (a job script's or the sweep's own
+// flags come first, the user's after them), each such flag named in one
+// line for the log; a switch given twice means the same and is not named.
+TEST(RunConfig, RepeatedFlagTakesItsLastValue) {
+  const auto p = std::filesystem::temp_directory_path() / "gpt_cfg_repeat_a.toml";
+  const auto q = std::filesystem::temp_directory_path() / "gpt_cfg_repeat_b.toml";
+  std::ofstream(p) << "lr = 0.01\n";
+  std::ofstream(q) << "lr = 0.02\n";
+  const RunConfig c =
+      parse({"--data", "x", "--config", p.string(), "--steps", "1000", "--val-data", "", "--activation-checkpointing",
+             "--steps", "50", "--val-data", "v.bin", "--activation-checkpointing", "--config", q.string()});
+  EXPECT_EQ(c.steps, 50);
+  EXPECT_EQ(c.val_data, "v.bin");
+  EXPECT_FLOAT_EQ(c.lr, 0.02f);  // the second file, not both
+  EXPECT_TRUE(c.activation_checkpointing);
+  ASSERT_EQ(c.repeated_flags.size(), 3u);
+  EXPECT_EQ(c.repeated_flags[0],
+            fmt::format("command line: --config given 2 times ({}, {}): the last is used", p.string(), q.string()));
+  EXPECT_EQ(c.repeated_flags[1], "command line: --val-data given 2 times ('', v.bin): the last is used");
+  EXPECT_EQ(c.repeated_flags[2], "command line: --steps given 2 times (1000, 50): the last is used");
+  EXPECT_TRUE(parse({"--data", "x", "--steps", "5"}).repeated_flags.empty());
+  // The value used is checked as one given once is.
+  EXPECT_EQ(error_of({"--data", "x", "--steps", "5", "--steps", "-1"}), "invalid steps = -1: must be >= 0");
+  std::filesystem::remove(p);
+  std::filesystem::remove(q);
+}
+
 // A micro-batch not given is the largest count up to 8 that divides a
 // rank's share of the global batch; one given (flag or file) is kept, and
 // so is an evaluation's.
