@@ -3,6 +3,7 @@
 //   plan --model gpt2-1.5b --ranks 64 --ranks-per-node 8 --device-mem 80GiB
 //     --micro-batch 4 --seq-len 1024 --precision bf16 [--activation-checkpointing] [--recompute gelu-ln]
 //     [--sample-tokens 0]
+//   plan --model gpt2-1.5b --ranks 64 --global-batch 512   (gpt_train's batch flags: 8 sequences a rank, micro-batch 8)
 //   plan --config run.toml --ranks 64 --ranks-per-node 8   (the run's own model, batch and precision)
 // The model behind the numbers is documented in lib/strategies/planner.hpp.
 #include <CLI/CLI.hpp>
@@ -26,8 +27,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Predict memory, communication and step time per strategy; recommend one."};
   gpt::add_version_flag(app, "plan");
   std::string model = "gpt2-124m", device = "cuda", gpu = "H100", precision, reduce = "fp32", device_mem, json_out;
-  int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, threads = 1, n_layer = 0, n_head = 0, n_embd = 0,
-      vocab = 0, n_ctx = 0, sample_tokens = 64;
+  int ranks = 8, rpn = 0, micro = 4, seq_len = 0, accum = 1, global_batch = 0, threads = 1, n_layer = 0, n_head = 0,
+      n_embd = 0, vocab = 0, n_ctx = 0, sample_tokens = 64;
   int inter_links = 0;
   double peak_tflops = 0, intra_gbps = 0, inter_gbps = 0, mfu = 0.45, headroom = 0.9;
   double base_lat_us = -1, intra_lat_us = -1, inter_lat_us = -1, tree_lat_us = -1;  // -1: the device's default
@@ -58,8 +59,15 @@ int main(int argc, char** argv) {
   app.add_option("--micro-batch", micro, "sequences per rank per micro-batch")->capture_default_str()
       ->check(gpt::kPositiveInt);
   app.add_option("--seq-len", seq_len, "training sequence length (default: the model's context)");
-  app.add_option("--accum", accum, "micro-batches per optimizer step")->capture_default_str()
-      ->check(gpt::kPositiveInt);
+  CLI::Option* accum_opt = app.add_option("--accum", accum, "micro-batches per optimizer step")
+                               ->capture_default_str()
+                               ->check(gpt::kPositiveInt);
+  app.add_option("--global-batch", global_batch,
+                 "sequences per optimizer step on all ranks, as gpt_train's: accum = global / (micro-batch x "
+                 "ranks); without --micro-batch, the one gpt_train fits to it (the largest count up to 8 that "
+                 "divides global / ranks)")
+      ->check(gpt::kPositiveInt)
+      ->excludes(accum_opt);
   app.add_option("--precision", precision, "fp32 | bf16 (default: bf16 on cuda, fp32 on cpu)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--reduce-dtype", reduce, "gradient reduction dtype with bf16: fp32 | bf16")->capture_default_str()
@@ -123,9 +131,12 @@ int main(int argc, char** argv) {
                            {"--vocab-size", vocab}, {"--n-ctx", n_ctx}})
       pass(flag, std::to_string(v), false);
     pass("--seq-len", std::to_string(seq_len), false);
-    pass("--micro-batch", std::to_string(micro), true);
-    // --accum (or, without --config, its default) sets the global batch.
-    if (config.empty() || (given("--accum") && given("--micro-batch")))
+    // --global-batch without --micro-batch leaves the micro-batch to fit_micro_batch, as gpt_train does.
+    pass("--micro-batch", std::to_string(micro), !given("--global-batch"));
+    // --global-batch, or --accum (or, without --config, its default), sets the global batch.
+    if (given("--global-batch"))
+      args.insert(args.end(), {"--global-batch", std::to_string(global_batch)});
+    else if (config.empty() || (given("--accum") && given("--micro-batch")))
       args.insert(args.end(), {"--global-batch", std::to_string(int64_t(micro) * ranks * accum)});
     pass("--device", device, true);
     pass("--precision", precision, false);

@@ -9,7 +9,10 @@
 #   3. a global batch of 22 on 2 ranks is 11 micro-batches of 1 a rank;
 #   4. 3 ranks, which do not divide 8, end in one error line naming both;
 #   5. a micro-batch given is kept: 2 ranks with --micro-batch 2 accumulate 2;
-#   6. plan --config fits it to --ranks as gpt_train does;
+#   6. plan --config fits it to --ranks as gpt_train does, and so does plan
+#      --global-batch without --micro-batch (the same table as the fitted
+#      micro-batch and accumulation given as flags); --global-batch with
+#      --accum is an error;
 #   7. the job scripts' default task counts (4, 2 nodes x 4) can run
 #      input/default.toml, their default config (with its old micro-batch
 #      of 8 they could not).
@@ -62,6 +65,16 @@ expect_header given "2 2 2"
 
 out=$("$build/apps/plan" --config "$work/tiny.toml" --ranks 4 2>&1) || { echo "$out"; fail "plan --config --ranks 4 failed"; }
 grep -q 'micro-batch 2 x accum 1' <<<"$out" || { echo "$out"; fail "plan: not micro-batch 2 x accum 1 on 4 ranks"; }
+"$build/apps/plan" --model gpt2-1.5b --ranks 16 --ranks-per-node 8 --global-batch 512 >"$work/global.txt" ||
+  fail "plan --global-batch 512 failed"
+"$build/apps/plan" --model gpt2-1.5b --ranks 16 --ranks-per-node 8 --micro-batch 8 --accum 4 >"$work/flags.txt" ||
+  fail "plan --micro-batch 8 --accum 4 failed"
+diff "$work/global.txt" "$work/flags.txt" || fail "plan --global-batch 512 on 16 ranks is not micro-batch 8 x accum 4"
+grep -q 'micro-batch 2 x accum 4' <("$build/apps/plan" --ranks 16 --global-batch 128 --micro-batch 2) ||
+  fail "plan --global-batch 128 --micro-batch 2 on 16 ranks is not micro-batch 2 x accum 4"
+out=$("$build/apps/plan" --global-batch 64 --accum 2 2>&1)
+[[ $? == 1 && "$out" == "error: command line: --accum excludes --global-batch" ]] ||
+  { echo "$out"; fail "plan --global-batch with --accum: not one error line, exit 1"; }
 # The job scripts' own task counts (#SBATCH --ntasks, or --nodes x --ntasks-per-node) take the default config
 # as it is: plan refuses a batch its ranks cannot split, as gpt_train would.
 for js in "$root"/jobscripts/*.sbatch; do
