@@ -66,6 +66,8 @@ class DataLoader {
   int accum_steps() const { return accum_; }
   int64_t num_windows() const { return total_windows_; }
   int64_t num_tokens() const { return total_tokens_; }
+  // Optimizer steps an epoch holds: its whole global batches.
+  int64_t steps_per_epoch() const { return total_windows_ / opt_.global_batch; }
   // The shards, in the order their windows are numbered.
   const std::vector<TokenShard>& shards() const { return shards_; }
   // Fills tokens and targets [micro_batch * seq_len] for micro-batch m of

@@ -429,8 +429,12 @@ void Trainer::Impl::announce(const std::array<int64_t, 6>& m0) {
   else if (backend && param_dtype == DType::kBF16)  // the tensor-core backward's dS (model/attention_ds.hpp)
     log0("{}", describe_attention_ds(cfg.micro_batch, cfg.seq_len, cfg.gpt.n_head, cfg.attention_ds_budget()));
   const std::string batch =
-      loader ? fmt::format("{} tokens, {} sequences; global batch {} = micro {} x accum {} x ranks {}",
-                           loader->num_tokens(), loader->num_windows(), cfg.global_batch, cfg.micro_batch, accum, world)
+      loader ? fmt::format(
+                   "{} tokens, {} sequences, {} an epoch ({}: {:.3g} epochs); global batch {} = "
+                   "micro {} x accum {} x ranks {}",
+                   loader->num_tokens(), loader->num_windows(), count_of(loader->steps_per_epoch(), "step"),
+                   count_of(cfg.steps, "step"), double(cfg.steps) / double(loader->steps_per_epoch()), cfg.global_batch,
+                   cfg.micro_batch, accum, world)
              : fmt::format("none (--steps 0: evaluation only{}); batches of micro {} x ranks {}",
                            cfg.data.empty() ? "" : fmt::format("; --data {} is not read", cfg.data), cfg.micro_batch,
                            world);

@@ -200,6 +200,7 @@ TEST_F(DataTest, TheTailHoldsTheWindowsAfterTheWholeBatches) {
   for (int r = 0; r < W; ++r) {
     DataLoader l({files, T, M * W, M, r, W, 1, false});
     ASSERT_EQ(l.tail_windows(), 5);
+    ASSERT_EQ(l.steps_per_epoch(), 3);  // the start-up's data line says it
     std::vector<int32_t> t(M * T, -1), g(M * T, -1);
     const int rows = l.tail(t.data(), g.data());
     EXPECT_EQ(rows, r < 2 ? 2 : 1) << "rank " << r;
@@ -213,6 +214,10 @@ TEST_F(DataTest, TheTailHoldsTheWindowsAfterTheWholeBatches) {
   // Data that divide have no tail: every rank reads no row.
   DataLoader whole({files, T, 1, 1, 0, 1, 1, false});
   EXPECT_EQ(whole.tail_windows(), 0);
+  EXPECT_EQ(whole.steps_per_epoch(), 23);
+  // Its steps are an epoch: the next step begins the second.
+  for (int s = 0; s < 23; ++s) whole.advance();
+  EXPECT_EQ(whole.position(), (LoaderPosition{1, 0}));
   std::vector<int32_t> t(T), g(T);
   EXPECT_EQ(whole.tail(t.data(), g.data()), 0);
 }
