@@ -409,13 +409,12 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
       "Exit codes: 0 the run finished; 1 an error (its 'error:' line says which); 75 stopped early on\n"
       "SIGUSR1, SIGTERM or SIGINT after the current step (checkpointed with --ckpt-dir; --resume auto continues).\n"
       "A second such signal ends the process at once.");
-  std::string config_file;
   // A flag given more than once takes its last value, as argparse's and
   // getopt's programs do (CLI11's default is an error): the job scripts and
   // scripts/sweep put the user's flags after their own, to override them.
-  app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")
-      ->type_name("FILE")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string config_file;
+  app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")->type_name("FILE");
   app.set_version_flag("--version", gpt_train_version,
                        "print what this program was built from (commit, CUDA architectures, MPI) and exit");
   std::map<std::string, std::string> cli_values;
@@ -425,9 +424,7 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     if (!k.type) {
       app.add_flag("--" + k.name, cli_flags[k.name], k.help);
     } else {
-      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults))
-          ->type_name(k.type)
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      app.add_option("--" + k.name, cli_values[k.name], k.help + default_note(k, defaults))->type_name(k.type);
     }
   }
   try {
