@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/nearest_multiples.hpp"
 #include "core/stall_guard.hpp"
 
 namespace gpt {
@@ -47,9 +48,11 @@ std::vector<std::string> expand_globs(const std::string& patterns) {
 int accum_steps(int global_batch, int micro_batch, int world, const std::string& source) {
   if (global_batch <= 0 || micro_batch <= 0 || world <= 0 || global_batch % world != 0 ||
       (global_batch / world) % micro_batch != 0) {
-    throw ConfigError(fmt::format("invalid global-batch = {}{}: must be a positive multiple of micro-batch ({}) x "
-                                  "data-parallel ranks ({})",
-                                  global_batch, source.empty() ? "" : " in " + source, micro_batch, world));
+    const bool positive = global_batch > 0 && micro_batch > 0 && world > 0;
+    throw ConfigError(fmt::format(
+        "invalid global-batch = {}{}: must be a positive multiple of micro-batch ({}) x data-parallel ranks ({}){}",
+        global_batch, source.empty() ? "" : " in " + source, micro_batch, world,
+        positive ? fmt::format(": {} would do", nearest_multiples(global_batch, int64_t(micro_batch) * world)) : ""));
   }
   return global_batch / world / micro_batch;
 }

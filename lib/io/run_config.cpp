@@ -18,6 +18,7 @@
 #include "core/build_info.hpp"
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/nearest_multiples.hpp"
 #include "core/plural.hpp"
 #include "model/attention_ds.hpp"
 
@@ -228,7 +229,10 @@ std::vector<Key> keys() {
       {"vocab", "gpt2 tokenizer: encoder.json / vocab.json", "FILE", [](C& c, P&, S v) { c.vocab = v; }},
       {"merges", "gpt2 tokenizer: vocab.bpe / merges.txt", "FILE", [](C& c, P&, S v) { c.merges = v; }},
       {"global-batch", "sequences per optimizer step over all ranks", "INT",
-       [](C& c, P&, S v) { c.global_batch = parse_int("global-batch", v, 1); }},
+       [](C& c, P&, S v) {
+         c.global_batch = parse_int("global-batch", v, 1);
+         c.global_batch_given = true;
+       }},
       {"micro-batch",
        "sequences per forward/backward on one rank (default: 8, or in training the largest count up to 8 that "
        "divides global-batch / ranks)",
@@ -554,8 +558,9 @@ std::string fit_micro_batch(RunConfig& cfg, int world, const std::string& source
   if (cfg.global_batch % world != 0)
     throw ConfigError(
         fmt::format("invalid global-batch = {}{}: must be a multiple of the {} data-parallel ranks "
-                    "(each takes global-batch / ranks sequences a step)",
-                    cfg.global_batch, in, world));
+                    "(each takes global-batch / ranks sequences a step): {} would do{}",
+                    cfg.global_batch, cfg.global_batch_given ? in : " (the default)", world,
+                    nearest_multiples(cfg.global_batch, world), cfg.global_batch_given ? "" : " (--global-batch N)"));
   const int share = cfg.global_batch / world;
   int m = std::min(share, kDefaultMicroBatch);
   while (share % m != 0) --m;

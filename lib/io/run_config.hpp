@@ -55,6 +55,8 @@ struct RunConfig {
   // --micro-batch given (flag or file). Not given, a training run's micro-batch
   // is fitted to the world size by fit_micro_batch.
   bool micro_batch_given = false;
+  // --global-batch given (flag or file): its errors name the default otherwise.
+  bool global_batch_given = false;
   // One line for each flag given more than once on the command line (the
   // last value is used), for the log; not part of the configuration.
   std::vector<std::string> repeated_flags;

@@ -73,6 +73,6 @@ echo "ok: an evaluation's measured peak is the plan's total, below training's; i
 
 # 3. a batch the ranks cannot split
 out=$("$plan" --config "$cfg" --ranks 3 2>&1) && fail "--ranks 3 with global-batch 8 succeeded"
-grep -qx "error: invalid global-batch = 8 in $cfg: must be a positive multiple of micro-batch (2) x data-parallel ranks (3)" <<<"$out" ||
+grep -qx "error: invalid global-batch = 8 in $cfg: must be a positive multiple of micro-batch (2) x data-parallel ranks (3): 6 or 12 would do" <<<"$out" ||
   { echo "$out"; fail "unexpected error for --ranks 3"; }
 echo "ok: a global batch the ranks cannot split is one error line naming the file"

@@ -122,16 +122,25 @@ TEST(RunConfig, MicroBatchNotGivenFitsTheWorld) {
   EXPECT_EQ(fitted({"--config", p.string()}, 2).first, 8);
   std::filesystem::remove(p);
   EXPECT_EQ(fitted({"--steps", "0"}, 4).first, 8);  // an evaluation's batches are micro-batches alone
-  // A global batch the ranks do not divide names both.
-  RunConfig c = parse({"--data", "x"});
-  try {
-    fit_micro_batch(c, 3, "run.toml");
-    ADD_FAILURE() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(),
-                 "invalid global-batch = 8 in run.toml: must be a multiple of the 3 data-parallel ranks (each takes "
-                 "global-batch / ranks sequences a step)");
-  }
+  // A global batch the ranks do not divide names both, and the multiples either side of it; one not given is
+  // named as the default, with the flag that sets it.
+  auto fit_error = [](RunConfig c, int world) {
+    try {
+      fit_micro_batch(c, world, "run.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(fit_error(parse({"--data", "x"}), 3),
+            "invalid global-batch = 8 (the default): must be a multiple of the 3 data-parallel ranks (each takes "
+            "global-batch / ranks sequences a step): 6 or 9 would do (--global-batch N)");
+  EXPECT_EQ(fit_error(parse({"--data", "x", "--global-batch", "3"}), 4),
+            "invalid global-batch = 3 in run.toml: must be a multiple of the 4 data-parallel ranks (each takes "
+            "global-batch / ranks sequences a step): 4 would do");
+  EXPECT_EQ(fit_error(parse({"--data", "x", "--global-batch", "22"}), 8),
+            "invalid global-batch = 22 in run.toml: must be a multiple of the 8 data-parallel ranks (each takes "
+            "global-batch / ranks sequences a step): 16 or 24 would do");
   // A global batch below 8 no longer fails at parse time when the micro-batch was not given.
   EXPECT_EQ(error_of({"--data", "x", "--global-batch", "4"}), "");
   EXPECT_EQ(error_of({"--data", "x", "--global-batch", "4", "--micro-batch", "8"}),

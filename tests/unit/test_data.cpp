@@ -260,14 +260,20 @@ TEST_F(DataTest, TooLittleDataOrNonDividingBatchIsAnError) {
 TEST(AccumSteps, GlobalBatchOverRanksAndMicroBatchOrOneErrorNamingTheSource) {
   EXPECT_EQ(accum_steps(24, 4, 3), 2);
   EXPECT_EQ(accum_steps(8, 8, 1), 1);
-  for (auto [g, m, w] : {std::tuple{8, 2, 3}, {12, 8, 1}, {0, 1, 1}, {8, 0, 1}, {6, 4, 1}}) {
+  // The error names the multiples of micro-batch x ranks either side (none when a count is not positive).
+  for (auto [g, m, w, would] : {std::tuple{8, 2, 3, ": 6 or 12 would do"},
+                                {12, 8, 1, ": 8 or 16 would do"},
+                                {0, 1, 1, ""},
+                                {8, 0, 1, ""},
+                                {6, 4, 1, ": 4 or 8 would do"},
+                                {3, 2, 2, ": 4 would do"}}) {
     try {
       accum_steps(g, m, w, "run.toml");
       ADD_FAILURE() << g << " " << m << " " << w << ": accepted";
     } catch (const ConfigError& e) {
       EXPECT_EQ(std::string(e.what()), fmt::format("invalid global-batch = {} in run.toml: must be a positive "
-                                                   "multiple of micro-batch ({}) x data-parallel ranks ({})",
-                                                   g, m, w));
+                                                   "multiple of micro-batch ({}) x data-parallel ranks ({}){}",
+                                                   g, m, w, would));
     }
   }
   EXPECT_THROW(accum_steps(8, 2, 3), ConfigError);
