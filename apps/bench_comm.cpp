@@ -188,11 +188,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    env->abort(fmt::format("command line: {}", e.what()));
-  }
+  if (const std::string error = gpt::parse_or_error(app, argc, argv); !error.empty()) env->abort(error);
 
   try {
     const CommBackend be = parse_comm_backend(backend);

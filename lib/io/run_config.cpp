@@ -17,6 +17,7 @@
 
 #include "core/build_info.hpp"
 #include "core/bytes.hpp"
+#include "core/closest_name.hpp"
 #include "core/error.hpp"
 #include "core/nearest_multiples.hpp"
 #include "core/plural.hpp"
@@ -417,6 +418,14 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   // getopt's programs do (CLI11's default is an error): the job scripts and
   // scripts/sweep put the user's flags after their own, to override them.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // Unknown arguments are kept, not CLI11's error ("The following arguments were not expected: zero3
+  // --stategy", in reverse order), so that the error names the first and the flag it likely meant.
+  app.allow_extras();
+  auto throw_unknown = [&](const std::string& arg) {
+    std::vector<std::string> names{"config", "version", "help"};
+    for (const Key& k : table) names.push_back(k.name);
+    throw ConfigError(unknown_argument(arg, names));
+  };
   std::string config_file;
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")->type_name("FILE");
   app.set_version_flag("--version", gpt_train_version,
@@ -440,8 +449,10 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     fmt::print("{}\n", e.what());
     return false;
   } catch (const CLI::ParseError& e) {
+    if (!app.remaining().empty()) throw_unknown(app.remaining().front());  // which may be why e happened
     throw ConfigError(fmt::format("command line: {}", e.what()));
   }
+  if (!app.remaining().empty()) throw_unknown(app.remaining().front());
 
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->count() < 2 || opt->get_expected_min() == 0) continue;  // a switch repeated means the same
@@ -454,7 +465,12 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
 
   // Preset first (model may be in either source; the command line wins).
   Pending pending;
-  std::vector<std::pair<const Key*, std::string>> ordered;
+  struct Setting {
+    const Key* key;
+    std::string value;
+    std::string file;  // the config file it came from; "" for the command line
+  };
+  std::vector<Setting> ordered;
   auto find = [&](const std::string& name) -> const Key* {
     for (const Key& k : table)
       if (k.name == name) return &k;
@@ -476,19 +492,36 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     for (auto&& [k, node] : t) {
       const std::string key = normalise_key(std::string(k.str()));
       const Key* spec = find(key);
-      if (!spec) throw ConfigError(fmt::format("{}: unknown key '{}'", config_file, std::string(k.str())));
-      ordered.emplace_back(spec, toml_value_string(config_file, key, node));
+      if (!spec) {
+        std::vector<std::string> names;
+        const bool underscores = std::string(k.str()).find('_') != std::string::npos;
+        for (const Key& known : table) {
+          names.push_back(known.name);
+          if (underscores) std::replace(names.back().begin(), names.back().end(), '-', '_');
+        }
+        const std::string near = closest_name(std::string(k.str()), names);
+        throw ConfigError(fmt::format("{}: unknown key '{}'{}", config_file, std::string(k.str()),
+                                      near.empty() ? "" : " (did you mean '" + near + "'?)"));
+      }
+      ordered.push_back({spec, toml_value_string(config_file, key, node), config_file});
     }
   }
   for (const Key& k : table) {
     auto* opt = app.get_option("--" + k.name);
     if (opt->count() == 0) continue;
-    ordered.emplace_back(&k, !k.type ? (cli_flags[k.name] ? "true" : "false") : cli_values[k.name]);
+    ordered.push_back({&k, !k.type ? (cli_flags[k.name] ? "true" : "false") : cli_values[k.name], ""});
   }
   // The preset must be applied before any override of its fields.
   cfg.gpt = preset(cfg.model);
-  std::stable_partition(ordered.begin(), ordered.end(), [](auto& kv) { return kv.first->name == "model"; });
-  for (auto& [spec, value] : ordered) spec->apply(cfg, pending, value);
+  std::stable_partition(ordered.begin(), ordered.end(), [](const Setting& s) { return s.key->name == "model"; });
+  for (const Setting& s : ordered) {
+    try {
+      s.key->apply(cfg, pending, s.value);
+    } catch (const ConfigError& e) {  // a file's bad value names the file
+      if (s.file.empty()) throw;
+      throw ConfigError(fmt::format("{}: {}", s.file, e.what()));
+    }
+  }
   if (pending.n_layer) cfg.gpt.n_layer = *pending.n_layer;
   if (pending.n_head) cfg.gpt.n_head = *pending.n_head;
   if (pending.n_embd) cfg.gpt.n_embd = *pending.n_embd;

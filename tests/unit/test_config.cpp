@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/closest_name.hpp"
 #include "core/error.hpp"
 #include "io/run_config.hpp"
 #include "model/attention_ds.hpp"
@@ -63,8 +64,32 @@ TEST(RunConfig, TomlThenCommandLineOverrides) {
     std::ofstream f(p);
     f << "learning_rate = 0.01\n";
   }
-  EXPECT_NE(error_of({"--config", p.string()}).find("unknown key 'learning_rate'"), std::string::npos);
+  EXPECT_EQ(error_of({"--config", p.string()}), p.string() + ": unknown key 'learning_rate'");
   std::filesystem::remove(p);
+}
+
+// A mistyped key or flag is named with the one it likely meant, in the file's spelling; an argument no flag took
+// is named first (not CLI11's reversed list); a file's bad value names the file.
+TEST(RunConfig, UnknownNamesSuggestTheNearestAndFileValuesNameTheFile) {
+  const auto p = std::filesystem::temp_directory_path() / "gpt_cfg_typo.toml";
+  auto with = [&](const std::string& text) {
+    std::ofstream(p) << text;
+    return error_of({"--config", p.string()});
+  };
+  EXPECT_EQ(with("stratgy = \"zero3\"\n"), p.string() + ": unknown key 'stratgy' (did you mean 'strategy'?)");
+  EXPECT_EQ(with("micro_bach = 2\n"), p.string() + ": unknown key 'micro_bach' (did you mean 'micro_batch'?)");
+  EXPECT_EQ(with("strategy = \"zero4\"\n"),
+            p.string() + ": invalid strategy = 'zero4': expected ddp, zero1, zero2, zero3, hybrid, auto");
+  std::filesystem::remove(p);
+  EXPECT_EQ(error_of({"--data", "x", "--stategy", "zero3"}),
+            "command line: unknown flag --stategy (did you mean --strategy?)");
+  EXPECT_EQ(error_of({"--data", "x", "--stategy=zero3"}),
+            "command line: unknown flag --stategy (did you mean --strategy?)");
+  EXPECT_EQ(error_of({"--data", "x", "--warmpu", "10", "--steps", "abc"}),  // the typo first: it may be the cause
+            "command line: unknown flag --warmpu (did you mean --warmup?)");
+  EXPECT_EQ(error_of({"--data", "x", "--frobnicate"}), "command line: unknown flag --frobnicate");
+  EXPECT_EQ(error_of({"--data", "x", "zero3"}), "command line: unexpected argument 'zero3'");
+  EXPECT_EQ(error_of({"--data", "x", "--strategy", "zero3"}), "");
 }
 
 // A flag given twice takes its last value (a job script's or the sweep's own
@@ -251,4 +276,31 @@ TEST(Config, AttentionDsBudgetLaunchesAndLogLine) {
 }
 
 }  // namespace
+}  // namespace gpt
+
+namespace gpt {
+
+// The typo rule behind those suggestions: at most 2 edits (a swap of neighbours is one), fewer than a third of the
+// longer name, and no suggestion when two names are equally near.
+TEST(ClosestName, NearEnoughToBeATypoAndUnambiguous) {
+  EXPECT_EQ(edit_distance("stategy", "strategy"), 1);
+  EXPECT_EQ(edit_distance("stpes", "steps"), 1);  // a swap
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+  EXPECT_EQ(edit_distance("", "abc"), 3);
+  const std::vector<std::string> names{"steps", "seed", "strategy", "lr", "min-lr", "warmup"};
+  EXPECT_EQ(closest_name("stpes", names), "steps");
+  EXPECT_EQ(closest_name("sed", names), "seed");
+  EXPECT_EQ(closest_name("min_lr", names), "min-lr");
+  EXPECT_EQ(closest_name("l", names), "");                // 1 edit of 2 letters is not a typo
+  EXPECT_EQ(closest_name("learning", names), "");         // nothing near
+  EXPECT_EQ(closest_name("steps", names), "");            // itself: nothing to suggest
+  EXPECT_EQ(closest_name("abcd", {"abce", "abcf"}), "");  // a tie
+  EXPECT_EQ(did_you_mean("stategy", names, "--"), " (did you mean --strategy?)");
+  EXPECT_EQ(did_you_mean("xyz", names), "");
+  EXPECT_EQ(unknown_argument("--stategy=zero3", names),
+            "command line: unknown flag --stategy (did you mean --strategy?)");
+  EXPECT_EQ(unknown_argument("-x", names), "command line: unknown flag -x");
+  EXPECT_EQ(unknown_argument("zero3", names), "command line: unexpected argument 'zero3'");
+}
+
 }  // namespace gpt
