@@ -13,8 +13,51 @@ gpt_die() {
   exit 2
 }
 
+# Every GPT_* environment variable a script of this repository reads: the job
+# scripts' (tests/cli/jobscripts_env.sh checks that none is missing) and the
+# device scripts', so that setting one of them is never taken for a typo.
+gpt_variables=(GPT_ROOT GPT_BUILD GPT_LAUNCHER GPT_CONFIG GPT_DATA GPT_MODEL GPT_STEPS GPT_OUT GPT_CKPT_EVERY
+  GPT_COMM GPT_INNER GPT_TRACE GPT_TIME_LIMIT GPT_TIME_MARGIN_S GPT_STOP_MIN_S GPT_SWEEP_STRATEGIES
+  GPT_SWEEP_MESHES GPT_SWEEP_INNER GPT_SWEEP_MODELS GPT_SWEEP_CKPT_EVERY GPT_SWEEP_PARALLEL GPT_CARRY_MPI
+  GPT_GIT_REVISION)
+
+# Prints the edits (insertions, deletions, substitutions) from $1 to $2.
+gpt_edit_distance() {
+  local a="$1" b="$2" i j cost prev=() cur=()
+  for ((j = 0; j <= ${#b}; j++)); do prev[j]=$j; done
+  for ((i = 1; i <= ${#a}; i++)); do
+    cur=("$i")
+    for ((j = 1; j <= ${#b}; j++)); do
+      [[ "${a:i-1:1}" == "${b:j-1:1}" ]] && cost=0 || cost=1
+      cur[j]=$((prev[j - 1] + cost))
+      ((prev[j] + 1 < cur[j])) && cur[j]=$((prev[j] + 1))
+      ((cur[j - 1] + 1 < cur[j])) && cur[j]=$((cur[j - 1] + 1))
+    done
+    prev=("${cur[@]}")
+  done
+  echo "${prev[${#b}]}"
+}
+
+# A GPT_* variable in the environment that no script reads, within 2 edits
+# of one that does (a sixth of its length for a long one: 3 from
+# GPT_SWEEP_STRATEGY to GPT_SWEEP_STRATEGIES), is a typo that would otherwise be ignored
+# (GPT_STPES=100 trains the default steps): an error naming both, before
+# anything runs. Other GPT_* variables are the user's own and left alone.
+gpt_check_env() {
+  local v k
+  for v in $(compgen -e GPT_ || true); do
+    [[ " ${gpt_variables[*]} " == *" $v "* ]] && continue
+    for k in "${gpt_variables[@]}"; do
+      (($(gpt_edit_distance "$v" "$k") <= (${#k} > 12 ? ${#k} / 6 : 2))) &&
+        gpt_die "$v is set, but no job script reads it (did you mean $k?)"
+    done
+  done
+  return 0
+}
+
 # Sets root, build and train; checks they exist.
 gpt_init() {
+  gpt_check_env
   root="${GPT_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}"
   [[ -f "$root/jobscripts/lib.sh" ]] || gpt_die "GPT_ROOT=$root is not the repository (set GPT_ROOT)"
   build="${GPT_BUILD:-$root/build}"

@@ -9,6 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export GPT_ROOT="${GPT_ROOT:-$(dirname "$here")}"
 source "$here/lib.sh"
+gpt_check_env
 [[ -n "${GPT_OUT:-}" ]] || gpt_die "set GPT_OUT to the sweep directory (on a filesystem every node sees)"
 export GPT_OUT="$(realpath -m "$GPT_OUT")"
 mkdir -p "$GPT_OUT"

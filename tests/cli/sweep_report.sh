@@ -52,11 +52,46 @@ assert good[0]["planned_peak_mib"] == good[0]["peak_mib"], good[0]
 assert rows[3]["planned_peak_mib"] == "", rows[3]
 md = open(os.path.join(d, "report.md")).read()
 assert "| auto |" in md
-for p in ("throughput.png", "memory.png", "breakdown.png"):
+for p in ("throughput.png", "memory.png", "breakdown.png", "loss.png"):
     with open(os.path.join(d, p), "rb") as f:
         assert f.read(4) == b"\x89PNG", p
+assert "![loss](loss.png)" in md, "the report does not show the loss plot"
+# The loss plot's data: one block per good run in grid order, steps 1-3, the same losses (the same global batch);
+# no validation points, which the sweep turns off (--val-data '') unless its gpt_train flags turn it on.
+def blocks(name):
+    out = []
+    for b in open(os.path.join(d, name)).read().split("\n\n\n"):
+        lines = [l for l in b.strip().splitlines()]
+        if lines:
+            out.append((lines[0][2:], [tuple(map(float, l.split())) for l in lines[1:]]))
+    return out
+loss = blocks("loss.dat")
+assert [n for n, _ in loss] == ["ddp", "zero3", "hybrid-1x2-zero3"], [n for n, _ in loss]
+for n, pts in loss:
+    assert [p[0] for p in pts] == [1, 2, 3], (n, pts)
+    assert all(abs(a[1] - b[1]) <= 1e-4 * abs(b[1]) for a, b in zip(pts, loss[0][1])), (n, pts, loss[0][1])
+assert blocks("val_loss.dat") == [], blocks("val_loss.dat")
 assert "Every run's binary was built from `" in md, "the report does not name the binaries' commit"
 print("sweep report OK:", os.path.join(d, "report.md"))
+PY
+# Validation turned on by the gpt_train flags: the loss plot's points are the runs' validation losses, from the
+# start's eval record and the step records that validated (steps 0, 2 and 4).
+"$root/scripts/sweep" run --strategies ddp,zero2 --ranks 2 --steps 4 --config "$work/tiny.toml" --build "$build" \
+  --out "$work/val" --launcher mpirun -- --val-data "$work/data/*_train_*.bin" --eval-every 2 >"$work/val.log" 2>&1 ||
+  { cat "$work/val.log"; echo "FAIL: the sweep with validation"; exit 1; }
+python3 - "$work/val" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+blocks = [b.strip().splitlines() for b in open(os.path.join(d, "val_loss.dat")).read().split("\n\n\n") if b.strip()]
+assert [b[0] for b in blocks] == ["# ddp", "# zero2"], blocks
+for b in blocks:
+    run = b[0][2:]
+    want = [(r["step"], r["val_loss"]) for r in map(json.loads, open(os.path.join(d, "runs", run, "metrics.jsonl")))
+            if r.get("type") in (None, "eval") and "val_loss" in r]
+    got = [(int(l.split()[0]), float(l.split()[1])) for l in b[1:]]
+    assert [s for s, _ in want] == [0, 2, 4] and got == want, (run, got, want)
+assert open(os.path.join(d, "loss.png"), "rb").read(4) == b"\x89PNG"
+print("ok: the loss plot's validation points are the runs' validation losses at steps 0, 2 and 4")
 PY
 # Runs of binaries built from different commits: the report says so, naming them.
 cp -r "$work/sweep" "$work/mixed"
