@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/nearest_multiples.hpp"
 #include "core/plural.hpp"
+#include "io/parse_or_error.hpp"
 #include "model/attention_ds.hpp"
 
 namespace gpt {
@@ -418,14 +419,6 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
   // getopt's programs do (CLI11's default is an error): the job scripts and
   // scripts/sweep put the user's flags after their own, to override them.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  // Unknown arguments are kept, not CLI11's error ("The following arguments were not expected: zero3
-  // --stategy", in reverse order), so that the error names the first and the flag it likely meant.
-  app.allow_extras();
-  auto throw_unknown = [&](const std::string& arg) {
-    std::vector<std::string> names{"config", "version", "help"};
-    for (const Key& k : table) names.push_back(k.name);
-    throw ConfigError(unknown_argument(arg, names));
-  };
   std::string config_file;
   app.add_option("--config", config_file, "TOML file with any of the keys below; flags override it")->type_name("FILE");
   app.set_version_flag("--version", gpt_train_version,
@@ -441,18 +434,15 @@ bool parse_sources(int argc, const char* const* argv, RunConfig& cfg, bool need_
     }
   }
   try {
-    app.parse(argc, argv);
+    // A mistyped flag is named with the one it likely meant (io/parse_or_error.hpp).
+    if (const std::string error = parse_or_error(app, argc, argv); !error.empty()) throw ConfigError(error);
   } catch (const CLI::CallForHelp&) {
     fmt::print("{}", app.help());
     return false;
   } catch (const CLI::CallForVersion& e) {
     fmt::print("{}\n", e.what());
     return false;
-  } catch (const CLI::ParseError& e) {
-    if (!app.remaining().empty()) throw_unknown(app.remaining().front());  // which may be why e happened
-    throw ConfigError(fmt::format("command line: {}", e.what()));
   }
-  if (!app.remaining().empty()) throw_unknown(app.remaining().front());
 
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->count() < 2 || opt->get_expected_min() == 0) continue;  // a switch repeated means the same
